@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs, from Debian's archive only, the packages the suite builds and runs
+# with. Idempotent: a package already present is not touched, and apt is not
+# called at all when nothing is missing.
+#
+#   cmake/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
+#   cmake/install-deps.sh --python   also the Python stack used by plots
+#   cmake/install-deps.sh --cuda     also what the CUDA build needs (non-free)
+set -euo pipefail
+
+want_python=0
+want_cuda=0
+for arg in "$@"; do
+  case "$arg" in
+    --python) want_python=1 ;;
+    --cuda) want_cuda=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "install-deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas0-pthread
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev hdf5-tools
+  libbenchmark-dev libgtest-dev
+)
+if [ "$want_python" = 1 ]; then
+  pkgs+=(python3-numpy python3-h5py python3-matplotlib)
+fi
+if [ "$want_cuda" = 1 ]; then
+  pkgs+=(nvidia-cuda-toolkit g++-11 dpkg-dev)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+if [ "$want_cuda" = 1 ]; then
+  # nvidia-cuda-toolkit lives in Debian's non-free component.
+  "$(dirname "$0")/debian-sources.sh" --non-free
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# Third-party sources on the host may be unreachable; Debian's own are enough.
+$SUDO apt-get update -o Acquire::Retries=3 || echo "install-deps: apt-get update reported errors; continuing with the lists it fetched" >&2
+$SUDO apt-get install -y --no-install-recommends "${missing[@]}"

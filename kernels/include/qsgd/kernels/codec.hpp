@@ -1,0 +1,343 @@
+#pragma once
+// qsgd::Codec: quantize + encode into the versioned message format, and
+// decode / decode-and-accumulate any message, in one Kokkos execution space.
+//
+// A Codec owns its scratch (levels, chunk lengths, checksum blocks), grown on
+// demand and then reused, so steady-state calls do not allocate. Messages are
+// arrays of 64-bit words in the execution space's memory.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "qsgd/kernels/config.hpp"
+#include "qsgd/kernels/crc32c.hpp"
+#include "qsgd/kernels/detail/elias.hpp"
+#include "qsgd/kernels/detail/fixed_width.hpp"
+#include "qsgd/kernels/detail/float_codec.hpp"
+#include "qsgd/kernels/detail/sinks.hpp"
+#include "qsgd/kernels/error.hpp"
+#include "qsgd/kernels/message.hpp"
+#include "qsgd/kernels/quantize.hpp"
+
+namespace qsgd {
+
+namespace detail {
+[[noreturn]] void throw_corrupt(const MessageHeader& h, const std::string& what);
+[[noreturn]] void throw_out_of_range(CodecKind codec, std::uint64_t index, float value);
+}  // namespace detail
+
+template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Codec {
+ public:
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using words_view = Kokkos::View<std::uint64_t*, memory_space>;
+  using const_words_view = Kokkos::View<const std::uint64_t*, memory_space>;
+  using values_view = Kokkos::View<float*, memory_space>;
+  using const_values_view = Kokkos::View<const float*, memory_space>;
+  using quantized_type = Quantized<memory_space>;
+
+  explicit Codec(const CodecConfig& cfg, const ExecSpace& exec = ExecSpace()) : cfg_(cfg), exec_(exec) {
+    validate(cfg_);
+    auto host_table = Kokkos::View<const std::uint32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+        detail::crc32c_table(), 256);
+    crc_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::crc32c_table", 256);
+    Kokkos::deep_copy(crc_table_, host_table);
+  }
+
+  const CodecConfig& config() const { return cfg_; }
+  const ExecSpace& exec() const { return exec_; }
+  std::size_t max_message_bytes(std::uint64_t n) const { return qsgd::max_message_bytes(cfg_, n); }
+
+  // The quantized vector of the last encode(v, ...) (quantized codecs).
+  const quantized_type& last_quantized() const { return q_; }
+
+  // ---- encoding -----------------------------------------------------------
+
+  // Quantizes v[0, n) stochastically with `key` (quantized codecs) or converts
+  // it (float codecs), encodes it into `out`, and returns the message size in
+  // bytes. NaN/Inf input, or a value a 16-bit format cannot hold, throws and
+  // leaves `out` unspecified.
+  std::size_t encode(const const_values_view& v, std::uint64_t n, const RngKey& key, const words_view& out) {
+    if (n > v.extent(0)) throw Error(Errc::invalid_argument, "encode: n exceeds the input extent");
+    if (!is_quantized(cfg_.codec)) return encode_floats(v, n, out);
+    if (cfg_.codec == CodecKind::fixed) {
+      // Fused path: scales, then quantize while packing (levels never stored).
+      const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg_, n));
+      q_.reshape(n, d, cfg_.s, cfg_.norm, QuantizerKind::stochastic);
+      if (out.extent(0) * 8 < header_bytes) throw Error(Errc::buffer_too_small, "encode: no room for a header");
+      const std::uint64_t bad = bucket_scales(exec_, v, n, d, cfg_.norm, q_.scales);
+      if (bad != detail::no_index) throw_non_finite(bad, "encode");
+      MessageHeader h = make_header(cfg_, n, QuantizerKind::stochastic);
+      h.d = d;
+      const MessageLayout lay = finish_layout(h, out);
+      copy_scales(lay, out, n, d);
+      using VV = const_values_view;
+      using SV = Kokkos::View<float*, memory_space>;
+      detail::StochasticSource<VV, SV> src{v, q_.scales, cfg_.s, make_stream_key(key)};
+      detail::encode_fixed(exec_, src, n, d, cfg_.s, payload_of(lay, out));
+      return seal(h, out);
+    }
+    quantize(exec_, cfg_, v, n, key, q_);
+    return encode(q_, out);
+  }
+
+  std::size_t encode(const const_values_view& v, const RngKey& key, const words_view& out) {
+    return encode(v, v.extent(0), key, out);
+  }
+
+  // Encodes an already quantized vector (stochastic or deterministic) with
+  // this codec's wire code (must be a quantized codec).
+  std::size_t encode(const quantized_type& q, const words_view& out) {
+    if (!is_quantized(cfg_.codec))
+      throw Error(Errc::invalid_argument, "encode: codec " + to_string(cfg_.codec) + " does not take quantized input");
+    CodecConfig c = cfg_;
+    c.s = q.s;
+    c.d = q.d;
+    c.norm = q.norm;
+    validate(c);
+    MessageHeader h = make_header(c, q.n, q.kind);
+    h.d = q.d;
+    const std::uint64_t n = q.n;
+    const auto levels = q.levels;
+    if (cfg_.codec == CodecKind::fixed) {
+      const MessageLayout lay = finish_layout(h, out);
+      copy_scales_from(lay, out, q);
+      detail::encode_fixed(exec_, detail::StoredSource<decltype(levels)>{levels}, n, q.d, q.s, payload_of(lay, out));
+      return seal(h, out);
+    }
+    // Variable-length: the payload size is known only after the scan, so the
+    // offsets go first (their position does not depend on payload size).
+    const std::uint64_t nchunks = h.nchunks;
+    grow(chunk_len_, nchunks, "qsgd::chunk_len");
+    h.payload_bits = 0;
+    MessageLayout lay = layout_of(h);
+    const std::uint64_t cap = out.extent(0);
+    if (lay.payload_word > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
+    auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
+    auto payload_all = Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, cap));
+    const std::uint64_t bits =
+        cfg_.codec == CodecKind::elias_sparse
+            ? detail::encode_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all)
+            : detail::encode_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all);
+    h.payload_bits = bits;
+    lay = layout_of(h);
+    if (lay.total_words > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
+    h.total_bytes = lay.total_words * 8;
+    copy_scales_from(lay, out, q);
+    return seal(h, out);
+  }
+
+  // ---- decoding -----------------------------------------------------------
+
+  // Checks header, checksum and every codeword without writing anything.
+  MessageHeader validate_message(const const_words_view& msg, std::size_t bytes, const Expect& expect = {}) {
+    struct NullSink {
+      KOKKOS_INLINE_FUNCTION void put(std::uint64_t, std::int32_t, float) const {}
+      KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
+      KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
+    };
+    return run_decode(msg, bytes, expect, NullSink{});
+  }
+
+  // Message -> signed levels and scales (quantized codecs only).
+  MessageHeader decode(const const_words_view& msg, std::size_t bytes, quantized_type& q, const Expect& expect = {}) {
+    const MessageHeader h = read_header(msg, bytes, expect);
+    if (!is_quantized(static_cast<CodecKind>(h.codec)))
+      throw Error(Errc::invalid_argument, "decode: message holds a float codec; decode to values instead");
+    q.reshape(h.n, h.d, h.s, static_cast<Norm>(h.norm), static_cast<QuantizerKind>(h.quantizer));
+    const MessageLayout lay = layout_of(h);
+    Kokkos::View<const float*, memory_space, Kokkos::MemoryUnmanaged> sc(
+        reinterpret_cast<const float*>(msg.data() + lay.scales_word), lay.buckets);
+    Kokkos::deep_copy(exec_, Kokkos::subview(q.scales, Kokkos::make_pair<std::uint64_t>(0, lay.buckets)), sc);
+    const auto levels = q.levels;
+    return decode_body(msg, h, detail::LevelSink<decltype(levels)>{levels});
+  }
+
+  // Message -> values: out[i] = decoded value (any codec).
+  MessageHeader decode(const const_words_view& msg, std::size_t bytes, const values_view& out,
+                       const Expect& expect = {}) {
+    const MessageHeader h = read_header(msg, bytes, expect);
+    if (out.extent(0) < h.n) throw Error(Errc::buffer_too_small, "decode: output shorter than the message's n");
+    return decode_body(msg, h, detail::ValueSink<values_view>{out});
+  }
+
+  // acc[i] += weight * decoded value (any codec). The checksum and header are
+  // verified before acc is touched. A message with a valid checksum whose
+  // codewords are malformed (only a faulty or forged encoder makes one) is
+  // reported after acc may have been partly updated; call validate_message()
+  // first where all-or-nothing matters.
+  MessageHeader decode_accumulate(const const_words_view& msg, std::size_t bytes, float weight,
+                                  const values_view& acc, const Expect& expect = {}) {
+    const MessageHeader h = read_header(msg, bytes, expect);
+    if (acc.extent(0) < h.n) throw Error(Errc::buffer_too_small, "decode_accumulate: accumulator shorter than n");
+    return decode_body(msg, h, detail::AccumulateSink<values_view>{acc, weight});
+  }
+
+  // Header checks plus checksum, no decoding.
+  MessageHeader read_header(const const_words_view& msg, std::size_t bytes, const Expect& expect = {}) {
+    if (bytes > msg.extent(0) * 8) throw Error(Errc::invalid_argument, "decode: byte count exceeds the buffer");
+    if (bytes < header_bytes)
+      throw Error(Errc::corrupt_message, "message of " + std::to_string(bytes) + " bytes is shorter than its header");
+    MessageHeader raw;
+    Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hv(
+        reinterpret_cast<std::uint64_t*>(&raw), header_bytes / 8);
+    Kokkos::deep_copy(exec_, hv, Kokkos::subview(msg, Kokkos::make_pair<std::size_t>(0, header_bytes / 8)));
+    exec_.fence();
+    const MessageHeader h = parse_header(&raw, bytes, expect);
+    grow(crc_blocks_, checksum_blocks(bytes), "qsgd::crc_blocks");
+    const std::uint32_t sum = message_checksum(exec_, msg, bytes, crc_blocks_, crc_table_);
+    if (sum != h.checksum)
+      detail::throw_corrupt(h, "checksum mismatch (stored " + std::to_string(h.checksum) + ", computed " +
+                                   std::to_string(sum) + ")");
+    return h;
+  }
+
+ private:
+  template <class View>
+  static void grow(View& v, std::size_t n, const char* label) {
+    if (v.extent(0) < n) v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+  }
+
+  MessageLayout finish_layout(MessageHeader& h, const words_view& out) const {
+    const MessageLayout lay = layout_of(h);
+    if (lay.total_words > out.extent(0))
+      throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(out.extent(0) * 8) +
+                                              " bytes, message needs " + std::to_string(lay.total_words * 8));
+    h.total_bytes = lay.total_words * 8;
+    return lay;
+  }
+
+  static words_view payload_of(const MessageLayout& lay, const words_view& out) {
+    return Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, lay.payload_word + lay.payload_words));
+  }
+
+  void copy_scales(const MessageLayout& lay, const words_view& out, std::uint64_t, std::uint32_t) {
+    copy_scales_from(lay, out, q_);
+  }
+
+  void copy_scales_from(const MessageLayout& lay, const words_view& out, const quantized_type& q) {
+    if (lay.buckets == 0) return;
+    // Zero the padding word first: the scale section is a whole number of words.
+    Kokkos::deep_copy(exec_, Kokkos::subview(out, lay.payload_word - 1), std::uint64_t(0));
+    Kokkos::View<float*, memory_space, Kokkos::MemoryUnmanaged> dst(
+        reinterpret_cast<float*>(out.data() + lay.scales_word), lay.buckets);
+    Kokkos::deep_copy(exec_, dst, Kokkos::subview(q.scales, Kokkos::make_pair<std::uint64_t>(0, lay.buckets)));
+  }
+
+  // Writes the header, then the checksum over everything; returns the size.
+  std::size_t seal(MessageHeader& h, const words_view& out) {
+    h.checksum = 0;
+    Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hv(
+        reinterpret_cast<std::uint64_t*>(&h), header_bytes / 8);
+    Kokkos::deep_copy(exec_, Kokkos::subview(out, Kokkos::make_pair<std::size_t>(0, header_bytes / 8)), hv);
+    grow(crc_blocks_, checksum_blocks(h.total_bytes), "qsgd::crc_blocks");
+    h.checksum = message_checksum(exec_, out, h.total_bytes, crc_blocks_, crc_table_);
+    Kokkos::deep_copy(exec_, Kokkos::subview(out, header_bytes / 8 - 1), hv(header_bytes / 8 - 1));
+    exec_.fence();
+    return h.total_bytes;
+  }
+
+  std::size_t encode_floats(const const_values_view& v, std::uint64_t n, const words_view& out) {
+    MessageHeader h = make_header(cfg_, n, QuantizerKind::none);
+    const MessageLayout lay = finish_layout(h, out);
+    const CodecKind codec = cfg_.codec;
+    const auto payload = payload_of(lay, out);
+    if (lay.payload_words > 0) Kokkos::deep_copy(exec_, Kokkos::subview(payload, lay.payload_words - 1), std::uint64_t(0));
+    std::uint64_t bad = detail::no_index;
+    Kokkos::parallel_reduce(
+        codec == CodecKind::fp32 ? "qsgd::encode[fp32]" : codec == CodecKind::fp16 ? "qsgd::encode[fp16]" : "qsgd::encode[bf16]",
+        Kokkos::RangePolicy<ExecSpace>(exec_, 0, n),
+        KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& first) {
+          const float x = v(i);
+          bool ok = detail::is_finite_f(x);
+          if (codec == CodecKind::fp32) {
+            reinterpret_cast<float*>(payload.data())[i] = x;
+          } else {
+            const std::uint16_t hbits = codec == CodecKind::fp16 ? detail::float_to_half(x) : detail::float_to_bf16(x);
+            ok = ok && (hbits & 0x7fffu) < (codec == CodecKind::fp16 ? 0x7c00u : 0x7f80u);
+            reinterpret_cast<std::uint16_t*>(payload.data())[i] = hbits;
+          }
+          if (!ok && i < first) first = i;
+        },
+        Kokkos::Min<std::uint64_t>(bad));
+    if (bad != detail::no_index) {
+      float x;
+      Kokkos::deep_copy(exec_, x, Kokkos::subview(v, bad));
+      exec_.fence();
+      if (!detail::is_finite_f(x)) throw_non_finite(bad, "encode");
+      detail::throw_out_of_range(codec, bad, x);
+    }
+    return seal(h, out);
+  }
+
+  template <class Sink>
+  MessageHeader run_decode(const const_words_view& msg, std::size_t bytes, const Expect& expect, const Sink& sink) {
+    const MessageHeader h = read_header(msg, bytes, expect);
+    return decode_body(msg, h, sink);
+  }
+
+  template <class Sink>
+  MessageHeader decode_body(const const_words_view& msg, const MessageHeader& h, const Sink& sink) {
+    const MessageLayout lay = layout_of(h);
+    const CodecKind codec = static_cast<CodecKind>(h.codec);
+    const std::uint64_t n = h.n;
+    auto payload = Kokkos::subview(msg, Kokkos::make_pair(lay.payload_word, lay.payload_word + lay.payload_words));
+    if (!is_quantized(codec)) {
+      std::uint64_t bad = detail::no_index;
+      Kokkos::parallel_reduce(
+          codec == CodecKind::fp32 ? "qsgd::decode[fp32]" : codec == CodecKind::fp16 ? "qsgd::decode[fp16]" : "qsgd::decode[bf16]",
+          Kokkos::RangePolicy<ExecSpace>(exec_, 0, n),
+          KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& first) {
+            float x;
+            if (codec == CodecKind::fp32) x = reinterpret_cast<const float*>(payload.data())[i];
+            else if (codec == CodecKind::fp16) x = detail::half_to_float(reinterpret_cast<const std::uint16_t*>(payload.data())[i]);
+            else x = detail::bf16_to_float(reinterpret_cast<const std::uint16_t*>(payload.data())[i]);
+            if (!detail::is_finite_f(x)) {
+              if (i < first) first = i;
+              return;
+            }
+            sink.put_value(i, x);
+          },
+          Kokkos::Min<std::uint64_t>(bad));
+      if (bad != detail::no_index) detail::throw_corrupt(h, "non-finite value at element " + std::to_string(bad));
+      return h;
+    }
+    Kokkos::View<const float*, memory_space, Kokkos::MemoryUnmanaged> scales(
+        reinterpret_cast<const float*>(msg.data() + lay.scales_word), lay.buckets);
+    std::uint64_t bad_scale = detail::no_index;
+    Kokkos::parallel_reduce(
+        "qsgd::decode::check_scales", Kokkos::RangePolicy<ExecSpace>(exec_, 0, lay.buckets),
+        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& first) {
+          const float x = scales(b);
+          if (!(detail::is_finite_f(x) && x >= 0.0f) && b < first) first = b;
+        },
+        Kokkos::Min<std::uint64_t>(bad_scale));
+    if (bad_scale != detail::no_index)
+      detail::throw_corrupt(h, "scale of bucket " + std::to_string(bad_scale) + " is negative or not finite");
+    std::uint64_t bad;
+    if (codec == CodecKind::fixed) {
+      bad = detail::decode_fixed(exec_, payload, scales, n, h.d, h.s, sink);
+      if (bad != detail::no_index) detail::throw_corrupt(h, "invalid fixed-width code at element " + std::to_string(bad));
+      return h;
+    }
+    Kokkos::View<const std::uint64_t*, memory_space, Kokkos::MemoryUnmanaged> offsets(msg.data() + lay.offsets_word,
+                                                                                     h.nchunks);
+    bad = codec == CodecKind::elias_sparse
+              ? detail::decode_elias<true>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink)
+              : detail::decode_elias<false>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink);
+    if (bad != detail::no_index) detail::throw_corrupt(h, "invalid code in chunk " + std::to_string(bad));
+    return h;
+  }
+
+  CodecConfig cfg_;
+  ExecSpace exec_;
+  quantized_type q_;
+  Kokkos::View<std::uint64_t*, memory_space> chunk_len_;
+  Kokkos::View<std::uint32_t*, memory_space> crc_blocks_;
+  Kokkos::View<std::uint32_t*, memory_space> crc_table_;
+};
+
+}  // namespace qsgd

@@ -1,0 +1,72 @@
+#pragma once
+// Configuration types shared by every kernel: which quantizer, which code,
+// which scaling, and the key of the counter-based random stream.
+
+#include <cstdint>
+#include <string>
+
+namespace qsgd {
+
+// Wire codes (spec section 2) plus the uncompressed baselines. The numeric
+// values are part of the message format: never renumber.
+enum class CodecKind : std::uint8_t {
+  fp32 = 0,          // baseline: raw float32
+  fp16 = 1,          // baseline: IEEE half, round to nearest even
+  bf16 = 2,          // baseline: bfloat16, round to nearest even
+  fixed = 3,         // 1 sign bit + ceil(log2(s+1)) level bits per coordinate
+  elias_sparse = 4,  // per chunk: omega(count+1), then (omega(gap), sign, omega(level))
+  elias_dense = 5,   // per coordinate: omega(level+1), sign when level != 0
+};
+
+// Bucket scaling (spec section 1). `none` is used by the float baselines.
+enum class Norm : std::uint8_t { none = 0, l2 = 1, max = 2 };
+
+// How levels were produced; recorded in the message so that reports and
+// decoders know what they hold.
+enum class QuantizerKind : std::uint8_t { none = 0, stochastic = 1, deterministic = 2 };
+
+inline bool is_quantized(CodecKind c) {
+  return c == CodecKind::fixed || c == CodecKind::elias_sparse || c == CodecKind::elias_dense;
+}
+inline bool is_variable_length(CodecKind c) {
+  return c == CodecKind::elias_sparse || c == CodecKind::elias_dense;
+}
+
+struct CodecConfig {
+  CodecKind codec = CodecKind::fixed;
+  std::uint32_t s = 16;       // levels: quantized values are scale * sign * l / s, l in 0..s
+  std::uint32_t d = 512;      // bucket size; 0 means one bucket over the whole vector
+  Norm norm = Norm::max;
+  std::uint32_t chunk = 4096; // coordinates per independently decodable chunk (variable codes)
+};
+
+// Key of the counter-based generator (spec section 1): every draw is a pure
+// function of (seed, step, rank, tensor, coordinate index).
+struct RngKey {
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t tensor = 0;
+};
+
+// Largest s accepted. Levels, gaps and counts must stay far below 2^32 so that
+// every Elias omega codeword fits a 64-bit register.
+constexpr std::uint32_t max_levels = 1u << 24;
+// Largest n accepted in one message (levels are indexed with 64-bit integers,
+// but the chunk count is stored in 32 bits).
+constexpr std::uint64_t max_elements = std::uint64_t(1) << 40;
+
+std::string to_string(CodecKind c);
+std::string to_string(Norm n);
+CodecKind parse_codec(const std::string& s);  // throws qsgd::Error on unknown names
+Norm parse_norm(const std::string& s);
+
+// Throws qsgd::Error naming the offending field when the configuration is unusable.
+void validate(const CodecConfig& cfg);
+
+// Bucket size actually used for a vector of n elements.
+inline std::uint64_t effective_bucket(const CodecConfig& cfg, std::uint64_t n) {
+  return cfg.d == 0 ? (n == 0 ? 1 : n) : cfg.d;
+}
+
+}  // namespace qsgd

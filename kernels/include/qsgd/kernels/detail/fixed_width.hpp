@@ -1,0 +1,153 @@
+#pragma once
+// Fixed-width packing (spec section 2): each coordinate is 1 sign bit followed
+// by ceil(log2(s+1)) level bits, MSB first, densely packed.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+#include "qsgd/kernels/counter_rng.hpp"
+#include "qsgd/kernels/detail/arith.hpp"
+#include "qsgd/kernels/detail/bitstream.hpp"
+#include "qsgd/kernels/quantize.hpp"
+
+namespace qsgd::detail {
+
+constexpr std::uint64_t fixed_group = 64;  // coordinates per work item: b whole words
+
+KOKKOS_INLINE_FUNCTION std::uint32_t fixed_level_bits(std::uint32_t s) { return bit_width64(s); }
+
+// Level source that quantizes on the fly (fused quantize + pack).
+template <class VView, class SView>
+struct StochasticSource {
+  VView v;
+  SView scales;
+  std::uint32_t s;
+  StreamKey key;
+  using bucket_state = BucketFactor;
+  KOKKOS_INLINE_FUNCTION bucket_state bucket(std::uint64_t b) const { return BucketFactor(scales(b), s); }
+  KOKKOS_INLINE_FUNCTION std::int32_t level(const bucket_state& st, std::uint64_t i) const {
+    return stochastic_level(v(i), st, s, key, i);
+  }
+};
+
+// Level source that reads levels already quantized.
+template <class LView>
+struct StoredSource {
+  LView levels;
+  using bucket_state = int;
+  KOKKOS_INLINE_FUNCTION bucket_state bucket(std::uint64_t) const { return 0; }
+  KOKKOS_INLINE_FUNCTION std::int32_t level(const bucket_state&, std::uint64_t i) const { return levels(i); }
+};
+
+/*
+ * encode_fixed
+ * Purpose: pack n signed levels at b = 1 + bit_width(s) bits each.
+ * Algorithm: one work item per 64 coordinates, which fill exactly b words, so
+ *   no two items share a word and no atomics are needed. Buckets are tracked
+ *   incrementally (one division per item).
+ * Cost: writes n*b/8 bytes; reads what the source reads (4n bytes of levels,
+ *   or 4n bytes of input when quantizing on the fly).
+ * Requirements: payload has ceil(n*b/64) words.
+ */
+template <class ExecSpace, class Source, class WordView>
+void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
+                  const WordView& payload) {
+  const std::uint32_t lb = fixed_level_bits(s);
+  const std::uint32_t b = lb + 1;
+  const std::uint64_t groups = ceil_div(n, fixed_group);
+  Kokkos::parallel_for(
+      "qsgd::encode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), KOKKOS_LAMBDA(std::uint64_t g) {
+        const std::uint64_t i0 = g * fixed_group;
+        const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
+        std::uint64_t bucket = i0 / d;
+        std::uint64_t bucket_end = (bucket + 1) * d;
+        auto st = src.bucket(bucket);
+        std::uint64_t w = g * b;
+        std::uint64_t acc = 0;
+        std::uint32_t fill = 0;
+        for (std::uint64_t i = i0; i < i1; ++i) {
+          if (i == bucket_end) {
+            ++bucket;
+            bucket_end += d;
+            st = src.bucket(bucket);
+          }
+          const std::int32_t l = src.level(st, i);
+          const std::uint64_t code = l < 0 ? ((std::uint64_t(1) << lb) | static_cast<std::uint64_t>(-l))
+                                           : static_cast<std::uint64_t>(l);
+          const std::uint32_t room = 64 - fill;
+          if (b < room) {
+            acc |= code << (room - b);
+            fill += b;
+          } else {
+            const std::uint32_t rest = b - room;
+            acc |= code >> rest;
+            payload(w++) = acc;
+            acc = rest == 0 ? 0 : code << (64 - rest);
+            fill = rest;
+          }
+        }
+        if (fill > 0) payload(w) = acc;
+      });
+}
+
+/*
+ * decode_fixed
+ * Purpose: unpack and validate levels, hand each to the sink.
+ * Algorithm: one work item per 64 coordinates (b words). A level above s, or a
+ *   set sign bit on level 0 (never produced by the encoder), marks the item bad.
+ * Cost: reads n*b/8 bytes plus 4n/d bytes of scales; the sink writes 4n bytes
+ *   (plus reads 4n for accumulation).
+ * Returns the first bad coordinate, or no_index.
+ */
+template <class ExecSpace, class WordView, class ScaleView, class Sink>
+std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const ScaleView& scales, std::uint64_t n,
+                           std::uint32_t d, std::uint32_t s, const Sink& sink) {
+  const std::uint32_t lb = fixed_level_bits(s);
+  const std::uint32_t b = lb + 1;
+  const std::uint64_t lmask = (std::uint64_t(1) << lb) - 1;
+  const std::uint64_t groups = ceil_div(n, fixed_group);
+  std::uint64_t first_bad = no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::decode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
+      KOKKOS_LAMBDA(std::uint64_t g, std::uint64_t& bad) {
+        const std::uint64_t i0 = g * fixed_group;
+        const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
+        std::uint64_t bucket = i0 / d;
+        std::uint64_t bucket_end = (bucket + 1) * d;
+        float unit = bucket_unit(scales(bucket), s);
+        std::uint64_t w = g * b;
+        std::uint64_t cur = payload(w);
+        std::uint32_t avail = 64;  // unread bits in cur, left-aligned
+        for (std::uint64_t i = i0; i < i1; ++i) {
+          if (i == bucket_end) {
+            ++bucket;
+            bucket_end += d;
+            unit = bucket_unit(scales(bucket), s);
+          }
+          std::uint64_t code;
+          if (b <= avail) {
+            code = cur >> (64 - b);
+            cur = b == 64 ? 0 : cur << b;
+            avail -= b;
+          } else {
+            const std::uint32_t rest = b - avail;
+            code = avail == 0 ? 0 : (cur >> (64 - avail)) << rest;
+            cur = payload(++w);
+            code |= cur >> (64 - rest);
+            cur <<= rest;
+            avail = 64 - rest;
+          }
+          const std::uint64_t l = code & lmask;
+          const bool neg = (code >> lb) != 0;
+          if (l > s || (neg && l == 0)) {
+            if (i < bad) bad = i;
+            break;
+          }
+          sink.put(i, neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l), unit);
+        }
+      },
+      Kokkos::Min<std::uint64_t>(first_bad));
+  return first_bad;
+}
+
+}  // namespace qsgd::detail

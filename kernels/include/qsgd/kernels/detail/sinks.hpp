@@ -1,0 +1,47 @@
+#pragma once
+// Where decoded coordinates go. A decoder calls put(i, level, unit) for each
+// coded coordinate, zero(i) for coordinates a sparse code skips, and
+// put_value(i, x) for the float baselines. Three sinks: signed levels (for
+// tests and re-encoding), values, and the fused weighted accumulation that the
+// exchange strategies use.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+#include "qsgd/kernels/detail/arith.hpp"
+
+namespace qsgd::detail {
+
+template <class LevelsView>
+struct LevelSink {
+  LevelsView levels;
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, float) const { levels(i) = l; }
+  KOKKOS_INLINE_FUNCTION void zero(std::uint64_t i) const { levels(i) = 0; }
+  KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
+};
+
+template <class OutView>
+struct ValueSink {
+  OutView out;
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, float unit) const {
+    out(i) = mul_rn(static_cast<float>(l), unit);
+  }
+  KOKKOS_INLINE_FUNCTION void zero(std::uint64_t i) const { out(i) = 0.0f; }
+  KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t i, float x) const { out(i) = x; }
+};
+
+// acc(i) <- acc(i) + weight * value(i), each operation rounded once.
+template <class AccView>
+struct AccumulateSink {
+  AccView acc;
+  float weight;
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, float unit) const {
+    acc(i) = add_rn(acc(i), mul_rn(weight, mul_rn(static_cast<float>(l), unit)));
+  }
+  KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
+  KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t i, float x) const {
+    acc(i) = add_rn(acc(i), mul_rn(weight, x));
+  }
+};
+
+}  // namespace qsgd::detail
