@@ -16,4 +16,12 @@ if(QSGD_SANITIZE)
     -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   target_link_options(qsgd_build_options INTERFACE -fsanitize=address,undefined)
 endif()
+# The quantizer's bit-reproducibility across backends needs every float
+# operation rounded on its own: no contraction into FMA, on any target.
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  target_compile_options(qsgd_build_options INTERFACE -ffp-contract=off)
+endif()
+if(QSGD_NATIVE)
+  target_compile_options(qsgd_build_options INTERFACE -march=native)
+endif()
 install(TARGETS qsgd_build_options EXPORT qsgdTargets)

@@ -45,6 +45,8 @@ class Codec {
         detail::crc32c_table(), 256);
     crc_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::crc32c_table", 256);
     Kokkos::deep_copy(crc_table_, host_table);
+    omega_table_ = Kokkos::View<std::uint64_t*, memory_space>("qsgd::omega_table", detail::omega_table_size);
+    detail::fill_omega_table(exec_, omega_table_);
   }
 
   const CodecConfig& config() const { return cfg_; }
@@ -118,10 +120,11 @@ class Codec {
     if (lay.payload_word > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
     auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
     auto payload_all = Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, cap));
+    const detail::OmegaTable<decltype(omega_table_)> om{omega_table_};
     const std::uint64_t bits =
         cfg_.codec == CodecKind::elias_sparse
-            ? detail::encode_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all)
-            : detail::encode_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all);
+            ? detail::encode_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all, om)
+            : detail::encode_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all, om);
     h.payload_bits = bits;
     lay = layout_of(h);
     if (lay.total_words > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
@@ -338,6 +341,7 @@ class Codec {
   Kokkos::View<std::uint64_t*, memory_space> chunk_len_;
   Kokkos::View<std::uint32_t*, memory_space> crc_blocks_;
   Kokkos::View<std::uint32_t*, memory_space> crc_table_;
+  Kokkos::View<std::uint64_t*, memory_space> omega_table_;
 };
 
 }  // namespace qsgd

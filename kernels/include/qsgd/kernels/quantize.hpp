@@ -12,6 +12,7 @@
 #include "qsgd/kernels/config.hpp"
 #include "qsgd/kernels/counter_rng.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
+#include "qsgd/kernels/detail/dispatch.hpp"
 #include "qsgd/kernels/error.hpp"
 
 namespace qsgd {
@@ -66,23 +67,44 @@ struct BucketFactor {
 };
 
 // Q_s of one coordinate (spec section 1): level l = floor(a*s), rounded up with
-// probability a*s - l, where a = |v| / scale. Returns the signed level.
-KOKKOS_INLINE_FUNCTION std::int32_t stochastic_level(float v, const BucketFactor& b, std::uint32_t s,
+// probability a*s - l, where a = |v| / scale; x = a*s is passed in. x is
+// clamped to s: when |v| is the bucket's maximum, rounding may put it a hair
+// above s, and the clamp gives level s with p = 0. Branch-free, so host
+// compilers vectorize loops over it. Level 0 is never negative.
+KOKKOS_INLINE_FUNCTION std::int32_t level_from_position(float v, float x, float s_f, const StreamKey& key,
+                                                        std::uint64_t i) {
+  x = x < s_f ? x : s_f;
+  std::int32_t l = static_cast<std::int32_t>(x);  // x >= 0: truncation is floor
+  const float p = x - static_cast<float>(l);      // exact
+  l += uniform01(key, i) < p ? 1 : 0;
+  const std::int32_t neg = -static_cast<std::int32_t>(float_bits(v) >> 31);  // 0 or -1
+  return (l ^ neg) - neg;
+}
+
+KOKKOS_INLINE_FUNCTION float magnitude(float v) { return bits_float(float_bits(v) & 0x7fffffffu); }
+
+KOKKOS_INLINE_FUNCTION std::int32_t stochastic_level(float v, const BucketFactor& b, std::uint32_t,
                                                      const StreamKey& key, std::uint64_t i) {
   if (!(b.scale > 0.0f)) return 0;
-  const float a = abs_f(v);
+  const float a = magnitude(v);
   const float x = b.divide_first ? mul_rn(a / b.scale, b.s_f) : mul_rn(a, b.factor);
-  std::uint32_t l;
-  float p;
-  if (x >= b.s_f) {  // a == 1 up to rounding: level s exactly
-    l = s;
-    p = 0.0f;
+  return level_from_position(v, x, b.s_f, key, i);
+}
+
+// One bucket on the host, with the bucket-invariant tests hoisted so the
+// common loop has no control flow. Same arithmetic as stochastic_level.
+KOKKOS_INLINE_FUNCTION void quantize_segment(const float* x, std::int32_t* out, std::uint64_t begin,
+                                                 std::uint64_t end, const BucketFactor& b, const StreamKey& key) {
+  if (!(b.scale > 0.0f)) {
+    for (std::uint64_t i = begin; i < end; ++i) out[i] = 0;
+  } else if (b.divide_first) {
+    for (std::uint64_t i = begin; i < end; ++i)
+      out[i] = level_from_position(x[i], mul_rn(magnitude(x[i]) / b.scale, b.s_f), b.s_f, key, i);
   } else {
-    l = static_cast<std::uint32_t>(x);  // x >= 0: truncation is floor
-    p = x - static_cast<float>(l);      // exact
+    const float f = b.factor, s_f = b.s_f;
+    for (std::uint64_t i = begin; i < end; ++i)
+      out[i] = level_from_position(x[i], mul_rn(magnitude(x[i]), f), s_f, key, i);
   }
-  if (uniform01(key, i) < p) ++l;
-  return (v < 0.0f && l != 0) ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l);
 }
 
 // Value of a level: sign * l * (scale / s), one division per bucket and one
@@ -97,10 +119,13 @@ KOKKOS_INLINE_FUNCTION float bucket_unit(float scale, std::uint32_t s) {
  * bucket_scales
  * Purpose: the scale of every bucket (L2 or max norm) and the first
  *   non-finite coordinate, if any.
- * Algorithm: one team per bucket. Max norm: a team max-reduction
- *   (order-free). L2 norm: 32 fixed lanes each sum squares in double in index
- *   order, then one thread adds the 32 partials in lane order, so the result
- *   is the same bits whatever the team size or backend.
+ * Algorithm: max norm: the maximum of the magnitude bit patterns (for
+ *   non-negative floats, integer order is float order, and any pattern >=
+ *   0x7f800000 is Inf or NaN, so one integer max also detects non-finite
+ *   input). L2 norm: 32 fixed lanes each sum squares in double in index
+ *   order, then the 32 partials are added in lane order; the same order on
+ *   every backend, hence the same bits. Host path: one loop per bucket
+ *   (vectorizable); portable path: one team per bucket.
  * Cost: reads 4n bytes, writes 4n/d bytes.
  * Requirements: v.extent(0) >= n; scales.extent(0) >= ceil(n/d).
  * Returns the index of the first NaN/Inf coordinate, or detail::no_index.
@@ -108,62 +133,102 @@ KOKKOS_INLINE_FUNCTION float bucket_unit(float scale, std::uint32_t s) {
 template <class ExecSpace, class VView, class SView>
 std::uint64_t bucket_scales(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
                             Norm norm, const SView& scales) {
-  using Kokkos::Experimental::sqrt;
-  const std::uint64_t nb = n == 0 ? 0 : (n + d - 1) / d;
-  std::uint64_t first_bad = detail::no_index;
-  if (nb == 0) return first_bad;
-  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
-  using member_t = typename policy_t::member_type;
   constexpr int lanes = 32;
-  policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
-  policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
-  Kokkos::parallel_reduce(
-      "qsgd::bucket_scales", policy,
-      KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
-        const std::uint64_t b = static_cast<std::uint64_t>(m.league_rank());
-        const std::uint64_t begin = b * d;
-        const std::uint64_t end = begin + d < n ? begin + d : n;
-        const std::uint64_t len = end - begin;
-        std::uint64_t team_bad = detail::no_index;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, len),
-            [&](std::uint64_t j, std::uint64_t& tb) {
-              if (!detail::is_finite_f(v(begin + j)) && begin + j < tb) tb = begin + j;
-            },
-            Kokkos::Min<std::uint64_t>(team_bad));
-        float scale = 0.0f;
-        if (norm == Norm::max) {
-          float mx = 0.0f;
+  constexpr std::uint32_t inf_bits = 0x7f800000u;
+  static_assert(detail::is_contiguous<VView>(), "bucket_scales needs a contiguous input View");
+  const std::uint64_t nb = n == 0 ? 0 : (n + d - 1) / d;
+  if (nb == 0) return detail::no_index;
+  std::uint64_t bad_bucket = detail::no_index;
+  if constexpr (detail::use_host_loops<ExecSpace>()) {
+    Kokkos::parallel_reduce(
+        "qsgd::bucket_scales[host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& bad) {
+          const std::uint64_t begin = b * d;
+          const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
+          const float* x = v.data() + begin;
+          std::int32_t mx = 0;
+          for (std::uint64_t j = 0; j < len; ++j) {
+            const std::int32_t m = static_cast<std::int32_t>(detail::float_bits(x[j]) & 0x7fffffffu);
+            mx = m > mx ? m : mx;
+          }
+          float scale = detail::bits_float(static_cast<std::uint32_t>(mx));
+          if (static_cast<std::uint32_t>(mx) >= inf_bits) {
+            if (b < bad) bad = b;
+            scale = 0.0f;
+          } else if (norm == Norm::l2) {
+            double part[lanes] = {};
+            std::uint64_t j = 0;
+            for (; j + lanes <= len; j += lanes)
+              for (int l = 0; l < lanes; ++l) {
+                const double y = x[j + l];
+                part[l] = detail::add_rn(part[l], detail::mul_rn(y, y));
+              }
+            for (int l = 0; j + l < len; ++l) {
+              const double y = x[j + l];
+              part[l] = detail::add_rn(part[l], detail::mul_rn(y, y));
+            }
+            double sum = 0.0;
+            for (int l = 0; l < lanes; ++l) sum = detail::add_rn(sum, part[l]);
+            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
+          }
+          scales(b) = scale;
+        },
+        Kokkos::Min<std::uint64_t>(bad_bucket));
+  } else {
+    using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+    using member_t = typename policy_t::member_type;
+    policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
+    policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
+    Kokkos::parallel_reduce(
+        "qsgd::bucket_scales", policy,
+        KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
+          const std::uint64_t b = static_cast<std::uint64_t>(m.league_rank());
+          const std::uint64_t begin = b * d;
+          const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
+          std::uint32_t mx = 0;
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(m, len),
-              [&](std::uint64_t j, float& acc) {
-                const float a = detail::abs_f(v(begin + j));
-                if (a > acc) acc = a;
+              [&](std::uint64_t j, std::uint32_t& acc) {
+                const std::uint32_t a = detail::float_bits(v(begin + j)) & 0x7fffffffu;
+                acc = a > acc ? a : acc;
               },
-              Kokkos::Max<float>(mx));
-          scale = mx;
-        } else {
-          double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
-            double acc = 0.0;
-            for (std::uint64_t j = lane; j < len; j += lanes) {
-              const double x = static_cast<double>(v(begin + j));
-              acc = detail::add_rn(acc, detail::mul_rn(x, x));
-            }
-            part[lane] = acc;
+              Kokkos::Max<std::uint32_t>(mx));
+          float scale = detail::bits_float(mx);
+          const bool finite = mx < inf_bits;
+          if (finite && norm == Norm::l2) {
+            double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
+              double acc = 0.0;
+              for (std::uint64_t j = lane; j < len; j += lanes) {
+                const double y = static_cast<double>(v(begin + j));
+                acc = detail::add_rn(acc, detail::mul_rn(y, y));
+              }
+              part[lane] = acc;
+            });
+            m.team_barrier();
+            double sum = 0.0;
+            for (int lane = 0; lane < lanes; ++lane) sum = detail::add_rn(sum, part[lane]);
+            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
+          }
+          Kokkos::single(Kokkos::PerTeam(m), [&]() {
+            scales(b) = finite ? scale : 0.0f;
+            if (!finite && b < bad) bad = b;
           });
-          m.team_barrier();
-          double sum = 0.0;
-          for (int lane = 0; lane < lanes; ++lane) sum = detail::add_rn(sum, part[lane]);
-          scale = static_cast<float>(sqrt(sum));
-        }
-        Kokkos::single(Kokkos::PerTeam(m), [&]() {
-          scales(b) = team_bad == detail::no_index ? scale : 0.0f;
-          if (team_bad < bad) bad = team_bad;
-        });
+        },
+        Kokkos::Min<std::uint64_t>(bad_bucket));
+  }
+  if (bad_bucket == detail::no_index) return detail::no_index;
+  // Error path only: find the first bad coordinate of that bucket.
+  const std::uint64_t begin = bad_bucket * d;
+  const std::uint64_t end = begin + d < n ? begin + d : n;
+  std::uint64_t first = detail::no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::bucket_scales::locate", Kokkos::RangePolicy<ExecSpace>(exec, begin, end),
+      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& f) {
+        if (!detail::is_finite_f(v(i)) && i < f) f = i;
       },
-      Kokkos::Min<std::uint64_t>(first_bad));
-  return first_bad;
+      Kokkos::Min<std::uint64_t>(first));
+  return first;
 }
 
 [[noreturn]] void throw_non_finite(std::uint64_t index, const char* where);
@@ -189,18 +254,30 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   if (bad != detail::no_index) throw_non_finite(bad, "quantize");
   const StreamKey sk = make_stream_key(key);
   const std::uint32_t s = cfg.s;
-  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
-  using member_t = typename policy_t::member_type;
-  Kokkos::parallel_for(
-      "qsgd::quantize[stochastic]", policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO),
-      KOKKOS_LAMBDA(const member_t& m) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
-        const std::uint64_t end = begin + d < n ? begin + d : n;
-        const detail::BucketFactor bf(scales(m.league_rank()), s);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
-          levels(i) = detail::stochastic_level(v(i), bf, s, sk, i);
+  if constexpr (detail::use_host_loops<ExecSpace>()) {
+    static_assert(detail::is_contiguous<VView>(), "quantize needs a contiguous input View");
+    Kokkos::parallel_for(
+        "qsgd::quantize[stochastic,host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, q.buckets()),
+        KOKKOS_LAMBDA(std::uint64_t b) {
+          const std::uint64_t begin = b * d;
+          const std::uint64_t end = begin + d < n ? begin + d : n;
+          const detail::BucketFactor bf(scales(b), s);
+          detail::quantize_segment(v.data(), levels.data(), begin, end, bf, sk);
         });
-      });
+  } else {
+    using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+    using member_t = typename policy_t::member_type;
+    Kokkos::parallel_for(
+        "qsgd::quantize[stochastic]", policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO),
+        KOKKOS_LAMBDA(const member_t& m) {
+          const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
+          const std::uint64_t end = begin + d < n ? begin + d : n;
+          const detail::BucketFactor bf(scales(m.league_rank()), s);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
+            levels(i) = detail::stochastic_level(v(i), bf, s, sk, i);
+          });
+        });
+  }
 }
 
 /*

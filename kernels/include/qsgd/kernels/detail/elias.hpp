@@ -17,14 +17,43 @@
 
 namespace qsgd::detail {
 
-KOKKOS_INLINE_FUNCTION std::uint32_t dense_length(std::int32_t l) {
-  const std::uint64_t a = static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l);
-  return omega_length(a + 1) + (a != 0 ? 1u : 0u);
+// Codewords of the small integers that dominate (levels, gaps, counts),
+// precomputed once per codec: entry k holds omega(k) as (bits << 6 | length).
+// Larger integers are encoded on the fly.
+constexpr std::uint64_t omega_table_size = 4096;
+
+template <class TableView>
+struct OmegaTable {
+  TableView tab;
+  KOKKOS_INLINE_FUNCTION Codeword get(std::uint64_t k) const {
+    if (k < omega_table_size) {
+      const std::uint64_t e = tab(k);
+      return Codeword{e >> 6, static_cast<std::uint32_t>(e & 63)};
+    }
+    return omega_encode(k);
+  }
+  KOKKOS_INLINE_FUNCTION std::uint32_t length(std::uint64_t k) const {
+    return k < omega_table_size ? static_cast<std::uint32_t>(tab(k) & 63) : omega_length(k);
+  }
+};
+
+template <class ExecSpace, class TableView>
+void fill_omega_table(const ExecSpace& exec, const TableView& tab) {
+  Kokkos::parallel_for(
+      "qsgd::omega_table", Kokkos::RangePolicy<ExecSpace>(exec, 0, omega_table_size), KOKKOS_LAMBDA(std::uint64_t k) {
+        const Codeword c = k == 0 ? Codeword{0, 0} : omega_encode(k);
+        tab(k) = (c.bits << 6) | c.len;
+      });
+}
+
+KOKKOS_INLINE_FUNCTION std::uint64_t magnitude_of(std::int32_t l) {
+  return static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l);
 }
 
 // Bits of one chunk [i0, i1) in the given code.
-template <bool Sparse, class LView>
-KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64_t i0, std::uint64_t i1) {
+template <bool Sparse, class LView, class Table>
+KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64_t i0, std::uint64_t i1,
+                                                const Table& om) {
   std::uint64_t bits = 0;
   if constexpr (Sparse) {
     std::uint64_t count = 0;
@@ -32,15 +61,17 @@ KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64
     for (std::uint64_t i = i0; i < i1; ++i) {
       const std::int32_t l = levels(i);
       if (l != 0) {
-        const std::uint64_t a = static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l);
-        bits += omega_length(i - prev) + 1 + omega_length(a);
+        bits += om.length(i - prev) + 1 + om.length(magnitude_of(l));
         prev = i;
         ++count;
       }
     }
-    bits += omega_length(count + 1);
+    bits += om.length(count + 1);
   } else {
-    for (std::uint64_t i = i0; i < i1; ++i) bits += dense_length(levels(i));
+    for (std::uint64_t i = i0; i < i1; ++i) {
+      const std::uint64_t a = magnitude_of(levels(i));
+      bits += om.length(a + 1) + (a != 0 ? 1u : 0u);
+    }
   }
   return bits;
 }
@@ -57,9 +88,10 @@ KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64
  * Requirements: offsets has ceil(n/chunk) entries; chunk_len scratch too.
  * Returns the payload length in bits.
  */
-template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView>
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
 std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
-                           const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all) {
+                           const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
+                           const Table& om) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
   if (nchunks == 0) return 0;
   using range = Kokkos::RangePolicy<ExecSpace>;
@@ -68,7 +100,7 @@ std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint
       KOKKOS_LAMBDA(std::uint64_t c) {
         const std::uint64_t i0 = c * chunk;
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
-        chunk_len(c) = chunk_bits<Sparse>(levels, i0, i1);
+        chunk_len(c) = chunk_bits<Sparse>(levels, i0, i1, om);
       });
   std::uint64_t total = 0;
   Kokkos::parallel_scan(
@@ -96,24 +128,24 @@ std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint
         if constexpr (Sparse) {
           std::uint64_t count = 0;
           for (std::uint64_t i = i0; i < i1; ++i) count += levels(i) != 0;
-          const Codeword cc = omega_encode(count + 1);
+          const Codeword cc = om.get(count + 1);
           wr.put(cc.bits, cc.len);
           std::uint64_t prev = i0 - 1;
           for (std::uint64_t i = i0; i < i1; ++i) {
             const std::int32_t l = levels(i);
             if (l == 0) continue;
-            const Codeword g = omega_encode(i - prev);
+            const Codeword g = om.get(i - prev);
             wr.put(g.bits, g.len);
             wr.put(l < 0 ? 1u : 0u, 1);
-            const Codeword lc = omega_encode(static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l));
+            const Codeword lc = om.get(magnitude_of(l));
             wr.put(lc.bits, lc.len);
             prev = i;
           }
         } else {
           for (std::uint64_t i = i0; i < i1; ++i) {
             const std::int32_t l = levels(i);
-            const std::uint64_t a = static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l);
-            const Codeword cw = omega_encode(a + 1);
+            const std::uint64_t a = magnitude_of(l);
+            const Codeword cw = om.get(a + 1);
             if (a == 0) {
               wr.put(cw.bits, cw.len);
             } else {

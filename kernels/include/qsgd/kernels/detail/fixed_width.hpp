@@ -16,35 +16,43 @@ constexpr std::uint64_t fixed_group = 64;  // coordinates per work item: b whole
 
 KOKKOS_INLINE_FUNCTION std::uint32_t fixed_level_bits(std::uint32_t s) { return bit_width64(s); }
 
-// Level source that quantizes on the fly (fused quantize + pack).
+// Level sources fill levels[0, i1 - i0) for coordinates [i0, i1) of a
+// 64-coordinate group, bucket by bucket.
+
+// Quantizes on the fly (fused quantize + pack).
 template <class VView, class SView>
 struct StochasticSource {
   VView v;
   SView scales;
   std::uint32_t s;
   StreamKey key;
-  using bucket_state = BucketFactor;
-  KOKKOS_INLINE_FUNCTION bucket_state bucket(std::uint64_t b) const { return BucketFactor(scales(b), s); }
-  KOKKOS_INLINE_FUNCTION std::int32_t level(const bucket_state& st, std::uint64_t i) const {
-    return stochastic_level(v(i), st, s, key, i);
+  KOKKOS_INLINE_FUNCTION void fill(std::int32_t* lv, std::uint64_t i0, std::uint64_t i1, std::uint32_t d) const {
+    std::uint64_t i = i0;
+    while (i < i1) {
+      const std::uint64_t b = i / d;
+      const std::uint64_t e = (b + 1) * d < i1 ? (b + 1) * d : i1;
+      const BucketFactor bf(scales(b), s);
+      quantize_segment(v.data(), lv - i0, i, e, bf, key);
+      i = e;
+    }
   }
 };
 
-// Level source that reads levels already quantized.
+// Reads levels already quantized.
 template <class LView>
 struct StoredSource {
   LView levels;
-  using bucket_state = int;
-  KOKKOS_INLINE_FUNCTION bucket_state bucket(std::uint64_t) const { return 0; }
-  KOKKOS_INLINE_FUNCTION std::int32_t level(const bucket_state&, std::uint64_t i) const { return levels(i); }
+  KOKKOS_INLINE_FUNCTION void fill(std::int32_t* lv, std::uint64_t i0, std::uint64_t i1, std::uint32_t) const {
+    for (std::uint64_t i = i0; i < i1; ++i) lv[i - i0] = levels(i);
+  }
 };
 
 /*
  * encode_fixed
  * Purpose: pack n signed levels at b = 1 + bit_width(s) bits each.
  * Algorithm: one work item per 64 coordinates, which fill exactly b words, so
- *   no two items share a word and no atomics are needed. Buckets are tracked
- *   incrementally (one division per item).
+ *   no two items share a word and no atomics are needed. The item first
+ *   fills 64 levels (a vectorizable loop per bucket segment), then packs them.
  * Cost: writes n*b/8 bytes; reads what the source reads (4n bytes of levels,
  *   or 4n bytes of input when quantizing on the fly).
  * Requirements: payload has ceil(n*b/64) words.
@@ -59,30 +67,29 @@ void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std
       "qsgd::encode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), KOKKOS_LAMBDA(std::uint64_t g) {
         const std::uint64_t i0 = g * fixed_group;
         const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
-        std::uint64_t bucket = i0 / d;
-        std::uint64_t bucket_end = (bucket + 1) * d;
-        auto st = src.bucket(bucket);
+        const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
+        std::int32_t lv[fixed_group];
+        src.fill(lv, i0, i1, d);
+        std::uint64_t code[fixed_group];
+        for (std::uint32_t j = 0; j < cnt; ++j) {
+          const std::int32_t l = lv[j];
+          const std::int32_t neg = l >> 31;  // 0 or -1
+          code[j] = static_cast<std::uint64_t>(static_cast<std::uint32_t>((l ^ neg) - neg)) |
+                    (static_cast<std::uint64_t>(neg & 1) << lb);
+        }
         std::uint64_t w = g * b;
         std::uint64_t acc = 0;
         std::uint32_t fill = 0;
-        for (std::uint64_t i = i0; i < i1; ++i) {
-          if (i == bucket_end) {
-            ++bucket;
-            bucket_end += d;
-            st = src.bucket(bucket);
-          }
-          const std::int32_t l = src.level(st, i);
-          const std::uint64_t code = l < 0 ? ((std::uint64_t(1) << lb) | static_cast<std::uint64_t>(-l))
-                                           : static_cast<std::uint64_t>(l);
+        for (std::uint32_t j = 0; j < cnt; ++j) {
           const std::uint32_t room = 64 - fill;
           if (b < room) {
-            acc |= code << (room - b);
+            acc |= code[j] << (room - b);
             fill += b;
           } else {
             const std::uint32_t rest = b - room;
-            acc |= code >> rest;
+            acc |= code[j] >> rest;
             payload(w++) = acc;
-            acc = rest == 0 ? 0 : code << (64 - rest);
+            acc = rest == 0 ? 0 : code[j] << (64 - rest);
             fill = rest;
           }
         }
@@ -97,7 +104,7 @@ void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std
  *   set sign bit on level 0 (never produced by the encoder), marks the item bad.
  * Cost: reads n*b/8 bytes plus 4n/d bytes of scales; the sink writes 4n bytes
  *   (plus reads 4n for accumulation).
- * Returns the first bad coordinate, or no_index.
+ * Returns the first coordinate of the first bad group, or no_index.
  */
 template <class ExecSpace, class WordView, class ScaleView, class Sink>
 std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const ScaleView& scales, std::uint64_t n,
@@ -112,18 +119,13 @@ std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const
       KOKKOS_LAMBDA(std::uint64_t g, std::uint64_t& bad) {
         const std::uint64_t i0 = g * fixed_group;
         const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
-        std::uint64_t bucket = i0 / d;
-        std::uint64_t bucket_end = (bucket + 1) * d;
-        float unit = bucket_unit(scales(bucket), s);
+        const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
+        std::int32_t lv[fixed_group];
         std::uint64_t w = g * b;
         std::uint64_t cur = payload(w);
         std::uint32_t avail = 64;  // unread bits in cur, left-aligned
-        for (std::uint64_t i = i0; i < i1; ++i) {
-          if (i == bucket_end) {
-            ++bucket;
-            bucket_end += d;
-            unit = bucket_unit(scales(bucket), s);
-          }
+        std::uint32_t invalid = 0;
+        for (std::uint32_t j = 0; j < cnt; ++j) {
           std::uint64_t code;
           if (b <= avail) {
             code = cur >> (64 - b);
@@ -137,13 +139,22 @@ std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const
             cur <<= rest;
             avail = 64 - rest;
           }
-          const std::uint64_t l = code & lmask;
-          const bool neg = (code >> lb) != 0;
-          if (l > s || (neg && l == 0)) {
-            if (i < bad) bad = i;
-            break;
-          }
-          sink.put(i, neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l), unit);
+          const std::int32_t l = static_cast<std::int32_t>(code & lmask);
+          const std::int32_t neg = -static_cast<std::int32_t>(code >> lb);  // 0 or -1
+          invalid |= static_cast<std::uint32_t>(l > static_cast<std::int32_t>(s)) |
+                     static_cast<std::uint32_t>(neg != 0 && l == 0);
+          lv[j] = (l ^ neg) - neg;
+        }
+        if (invalid) {
+          if (i0 < bad) bad = i0;
+          return;
+        }
+        std::uint64_t i = i0;
+        while (i < i1) {
+          const std::uint64_t bk = i / d;
+          const std::uint64_t e = (bk + 1) * d < i1 ? (bk + 1) * d : i1;
+          const float unit = bucket_unit(scales(bk), s);
+          for (; i < e; ++i) sink.put(i, lv[i - i0], unit);
         }
       },
       Kokkos::Min<std::uint64_t>(first_bad));

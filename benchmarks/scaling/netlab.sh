@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Emulated cluster on one machine: K network namespaces ("nodes") joined by a
+# Linux bridge, every link shaped with tc tbf, and one mpirun that starts one
+# Open MPI daemon per namespace over TCP. Everything the script creates is torn
+# down on exit, whether the command succeeds, fails or is interrupted.
+#
+#   netlab.sh --nodes K [--rate 1gbit|10gbit|unshaped] [--ranks-per-node R]
+#             [--subnet 10.77.X] -- PROGRAM [ARGS...]
+#
+# The program runs under `mpirun -np K*R` with the TCP transport restricted to
+# the bridge subnet. Needs root (ip netns, tc). Environment for the ranks:
+# QSGD_NETLAB_RATE carries the rate.
+#
+# Shaping: tbf on both ends of each veth pair (node egress and bridge egress),
+# so every node has a full-duplex link of the given rate to the switch.
+# `netem` does not exist in this kernel: no latency emulation.
+set -euo pipefail
+
+nodes=2
+rate=1gbit
+rpn=1
+subnet=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) nodes="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
+    --ranks-per-node) rpn="$2"; shift 2 ;;
+    --subnet) subnet="$2"; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "netlab: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "netlab: no program given (netlab.sh [options] -- PROGRAM ...)" >&2; exit 2; }
+case "$rate" in
+  unshaped) ;;
+  *[0-9]gbit|*[0-9]mbit) ;;
+  *) echo "netlab: rate '$rate' is not unshaped, <N>gbit or <N>mbit" >&2; exit 2 ;;
+esac
+if ! [[ "$nodes" =~ ^[0-9]+$ ]] || [ "$nodes" -lt 1 ] || [ "$nodes" -gt 64 ]; then
+  echo "netlab: --nodes must be 1..64" >&2; exit 2
+fi
+[ "$(id -u)" = 0 ] || { echo "netlab: needs root (network namespaces, tc)" >&2; exit 2; }
+
+tag="q$$"                       # unique per invocation: names never collide
+[ -n "$subnet" ] || subnet="10.$((77 + $$ % 100)).$((($$ / 100) % 250))"
+bridge="${tag}br"
+workdir="$(mktemp -d /tmp/qsgd-netlab.XXXXXX)"
+created_ns=()
+created_links=()
+
+teardown() {
+  set +e
+  for ns in "${created_ns[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for ns in "${created_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  for l in "${created_links[@]}"; do ip link del "$l" 2>/dev/null; done
+  rm -rf "$workdir"
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+shape() {  # shape DEV [NETNS]
+  [ "$rate" = unshaped ] && return 0
+  local burst=1mb
+  case "$rate" in *gbit) [ "${rate%gbit}" -ge 10 ] && burst=8mb ;; esac
+  if [ -n "${2:-}" ]; then
+    ip netns exec "$2" tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 100ms
+  else
+    tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 100ms
+  fi
+}
+
+ip link add "$bridge" type bridge
+created_links+=("$bridge")
+ip addr add "${subnet}.1/24" dev "$bridge"
+ip link set "$bridge" up
+
+hostfile="$workdir/hosts"
+: > "$hostfile"
+declare -A ns_of
+for i in $(seq 0 $((nodes - 1))); do
+  ns="${tag}n$i"
+  host="${tag}h$i"
+  peer="${tag}p$i"
+  addr="${subnet}.$((10 + i))"
+  ip netns add "$ns"
+  created_ns+=("$ns")
+  ip link add "$host" type veth peer name "$peer"
+  created_links+=("$host")
+  ip link set "$peer" netns "$ns"
+  # Same interface name in every node, so daemons can be told which to use.
+  ip netns exec "$ns" ip link set "$peer" name qsgd0
+  ip link set "$host" master "$bridge" up
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip addr add "$addr/24" dev qsgd0
+  ip netns exec "$ns" ip link set qsgd0 up
+  shape "$host"
+  shape qsgd0 "$ns"
+  echo "$addr slots=$rpn" >> "$hostfile"
+  ns_of[$addr]="$ns"
+done
+
+# rsh agent: "agent [options] HOST COMMAND..." -> run COMMAND inside HOST's namespace.
+agent="$workdir/rsh-agent"
+{
+  echo '#!/usr/bin/env bash'
+  echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done'
+  echo 'host="$1"; shift'
+  echo 'case "$host" in'
+  for a in "${!ns_of[@]}"; do echo "  $a) ns=${ns_of[$a]} ;;"; done
+  echo '  *) echo "netlab rsh-agent: unknown host $host" >&2; exit 1 ;;'
+  echo 'esac'
+  echo 'export PMIX_MCA_ptl_tcp_if_include=qsgd0'
+  echo 'exec ip netns exec "$ns" /bin/sh -c "$*"'
+} > "$agent"
+chmod +x "$agent"
+
+export PMIX_MCA_ptl_tcp_remote_connections=1
+export PMIX_MCA_ptl_tcp_if_include="$bridge"
+export QSGD_NETLAB_RATE="$rate"
+echo "netlab: $nodes node(s) on ${subnet}.0/24, links $rate, $rpn rank(s) per node" >&2
+set +e
+mpirun --allow-run-as-root --oversubscribe \
+  -np $((nodes * rpn)) --hostfile "$hostfile" --map-by "ppr:${rpn}:node" \
+  --mca plm_rsh_agent "$agent" \
+  --mca btl tcp,self --mca btl_tcp_if_include "${subnet}.0/24" \
+  --mca oob_tcp_if_include "${subnet}.0/24" \
+  -x QSGD_NETLAB_RATE -x PATH \
+  "$@"
+status=$?
+set -e
+exit $status
