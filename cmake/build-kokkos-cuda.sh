@@ -15,11 +15,13 @@
 #
 # Consumers (see the end of the output): compiler = PREFIX/bin/nvcc_wrapper,
 # Kokkos_DIR = PREFIX/lib/cmake/Kokkos, CMAKE_CXX_FLAGS=-arch=sm_80 and, in the
-# environment, NVCC_WRAPPER_DEFAULT_COMPILER=g++-11 CUDA_ROOT=/usr.
+# environment of both cmake and the build, NVCC_WRAPPER_DEFAULT_COMPILER=g++-11,
+# CUDA_ROOT=/usr and /usr/bin ahead of /usr/local/cuda/bin in PATH (Debian's
+# nvcc runs cudafe++, ptxas, fatbinary, nvlink from PATH; CUDA 13's break it).
 set -euo pipefail
 
 case "${1:-}" in
-  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
   -*) echo "build-kokkos-cuda: unknown option '$1' (see --help)" >&2; exit 2 ;;
 esac
 [ "$#" -le 1 ] || { echo "build-kokkos-cuda: at most one argument, PREFIX" >&2; exit 2; }
@@ -37,16 +39,19 @@ kokkos_version=3.4.01
 host_cxx=g++-11
 cuda_arch=sm_80
 # Architecture. Kokkos' nvcc_wrapper (3.4.01) adds `-arch=sm_35` to every
-# nvcc call that has no -arch/-gencode of its own; its only knobs are editing
-# `default_arch` in the script or passing -arch (it reads the environment for
-# the host compiler, NVCC_WRAPPER_DEFAULT_COMPILER, and for nvcc's location,
-# CUDA_ROOT, but has no NVCC_WRAPPER_DEFAULT_ARCH). CMake's compiler checks
-# run before Kokkos adds its own `-arch=sm_80` (Kokkos_ARCH_AMPERE80), so they
-# would get sm_35. We pass -arch=sm_80 in CMAKE_CXX_FLAGS: nvcc_wrapper then
-# sees the same flag as Kokkos' own (identical flags are accepted; different
-# ones abort), the upstream wrapper stays unmodified, and every source file of
-# a consumer gets sm_80 too, also those that do not link Kokkos. A consumer
-# must pass the same CMAKE_CXX_FLAGS.
+# nvcc call that has no -arch/-gencode of its own. Its only knobs are editing
+# `default_arch` in the script or passing -arch: it reads the environment for
+# the host compiler (NVCC_WRAPPER_DEFAULT_COMPILER) and nvcc's location
+# (CUDA_ROOT, else `nvcc` from PATH), but has no NVCC_WRAPPER_DEFAULT_ARCH.
+# CMake's compiler checks run before Kokkos adds its own `-arch=sm_80`
+# (Kokkos_ARCH_AMPERE80), so they get sm_35: Debian's nvcc 11.8 only warns
+# that sm_35 is deprecated, but CUDA 13's nvcc (/usr/local/cuda/bin, first on
+# PATH on these machines) rejects it, which is what fails when CUDA_ROOT is
+# not set. We pass -arch=sm_80 in CMAKE_CXX_FLAGS: nvcc_wrapper then sees the
+# same flag as Kokkos' own (identical flags are accepted, different ones
+# abort), the upstream wrapper stays unmodified, and every source file of a
+# consumer gets sm_80, also those that do not link Kokkos. A consumer passes
+# the same CMAKE_CXX_FLAGS.
 kokkos_opts=(
   -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_CXX_STANDARD=17
@@ -68,11 +73,27 @@ step_t=""
 step_begin() { step_t="$(now)"; log "== $*"; }
 step_end() { log "   ($(awk -v a="$step_t" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s)"; }
 
-# Fast path: nothing to do.
+print_usage() {
+  local config
+  config="$(compgen -G "$prefix/lib*/cmake/Kokkos/KokkosConfig.cmake" | head -n 1)"
+  cat <<EOF
+Kokkos $kokkos_version (CUDA $cuda_arch + Serial) installed in:
+  $prefix
+Use it with (environment needed at configure and at build time):
+  export PATH=/usr/bin:\$PATH NVCC_WRAPPER_DEFAULT_COMPILER=$host_cxx CUDA_ROOT=/usr
+  cmake -DCMAKE_CXX_COMPILER=$prefix/bin/nvcc_wrapper \\
+        -DKokkos_DIR=$(dirname "$config") \\
+        -DCMAKE_CXX_FLAGS=-arch=$cuda_arch -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_EXTENSIONS=OFF ...
+EOF
+}
+
+# Fast path: nothing to do (the toolchain it needs must still be there).
 if compgen -G "$prefix/lib*/cmake/Kokkos/KokkosConfig.cmake" > /dev/null \
    && [ -x "$prefix/bin/nvcc_wrapper" ] && [ -f "$stamp" ] \
-   && [ "$(cat "$stamp")" = "$stamp_text" ]; then
-  log "Kokkos $kokkos_version (CUDA $cuda_arch + Serial) is up to date in $prefix"
+   && [ "$(cat "$stamp")" = "$stamp_text" ] \
+   && [ -x /usr/bin/nvcc ] && command -v "$host_cxx" > /dev/null; then
+  log "up to date"
+  print_usage
   exit 0
 fi
 
@@ -82,7 +103,12 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # The machine may carry another CUDA (e.g. /usr/local/cuda, CUDA 13, which
 # cannot build Kokkos 3.4) on PATH, CUDA_HOME, CUDA_PATH and LIBRARY_PATH: use
 # Debian's toolkit in /usr only. nvcc_wrapper runs $CUDA_ROOT/bin/nvcc, and
-# Kokkos passes CUDA_ROOT on to find_package(CUDAToolkit).
+# Kokkos passes CUDA_ROOT on to find_package(CUDAToolkit). Debian's nvcc
+# (/usr/lib/nvidia-cuda-toolkit/bin/nvcc) finds its helpers cudafe++, ptxas,
+# fatbinary and nvlink (in /usr/bin) through PATH: with /usr/local/cuda/bin
+# first it runs CUDA 13's cudafe++, and every extended __host__ __device__
+# lambda (KOKKOS_LAMBDA) then fails to compile ("type/value mismatch at
+# argument 3 ... __nv_hdl_wrapper_t").
 export PATH="/usr/bin:$PATH"
 export CUDA_ROOT=/usr
 export NVCC_WRAPPER_DEFAULT_COMPILER="$host_cxx"
@@ -151,7 +177,7 @@ else
   log "cached: $(basename "$dsc")"
 fi
 orig="$(awk '/^Checksums-Sha256:/ { on = 1; next } /^[^ ]/ { on = 0 } on && $3 ~ /\.orig\.tar\./ { print $3 }' "$dsc")"
-[ -n "$orig" ] && [ -f "$src_cache/$orig" ] || die "no orig tarball listed in $dsc"
+if [ -z "$orig" ] || [ ! -f "$src_cache/$orig" ]; then die "no orig tarball listed in $dsc"; fi
 step_end
 
 # 3. packages/kokkos only (12 MB of the 166 MB tarball).
@@ -207,12 +233,4 @@ echo "$stamp_text" > "$stamp"
 step_end
 
 log "done in $(awk -v a="$t_all" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }') s"
-cat <<EOF
-Kokkos $kokkos_version (CUDA $cuda_arch + Serial) installed in:
-  $prefix
-Use it with:
-  export NVCC_WRAPPER_DEFAULT_COMPILER=$host_cxx CUDA_ROOT=/usr
-  cmake -DCMAKE_CXX_COMPILER=$prefix/bin/nvcc_wrapper \\
-        -DKokkos_DIR=$(dirname "$config") \\
-        -DCMAKE_CXX_FLAGS=-arch=$cuda_arch -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_EXTENSIONS=OFF ...
-EOF
+print_usage

@@ -47,6 +47,7 @@ log() { echo "debian-sources: $*"; }
 die() { echo "debian-sources: error: $*" >&2; exit 1; }
 
 if [ -r /etc/os-release ]; then
+  # shellcheck disable=SC1091
   os_codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
   if [ -n "$os_codename" ] && [ "$os_codename" != "$codename" ]; then
     echo "debian-sources: warning: this system is '$os_codename', the entries are for '$codename'" >&2
@@ -79,6 +80,7 @@ done
 targets() {  # ours | others
   local list=()
   if [ "$1" = ours ]; then list=(-o Dir::Etc::sourcelist=/dev/null); fi
+  # shellcheck disable=SC2016  # $(FIELD) is apt's format syntax
   apt-get indextargets --no-release-info "${list[@]}" -o "Dir::Etc::sourceparts=$view_dir/$1" \
     --format '$(TARGET_OF)|$(REPO_URI)|$(RELEASE)|$(COMPONENT)|$(SOURCESENTRY)' \
     | awk -F'|' -v OFS='|' 'NF == 5 { sub(/\/$/, "", $2); print }' | sort -u
@@ -177,7 +179,7 @@ for s in "${suites[@]}"; do
   for type in deb deb-src; do
     for k in "${!comps_of[@]}"; do
       IFS='|' read -r t repo suite <<< "$k"
-      [ "$t" = "$type" ] && [ "$suite" = "$s" ] || continue
+      if [ "$t" != "$type" ] || [ "$suite" != "$s" ]; then continue; fi
       key="$repo|$suite|$(sort_comps "${comps_of[$k]}")"
       [ -n "${types_of[$key]:-}" ] || order+=("$key")
       types_of["$key"]="${types_of[$key]:+${types_of[$key]} }$type"
@@ -238,12 +240,17 @@ fi
 
 # Lists of our entries for the base suite that are missing on disk: a changed
 # file, or an earlier update that failed, both call for `apt-get update`.
+# (--no-release-info, since apt leaves out targets whose list is missing;
+# binary-all lists are skipped: Debian has none, all is in binary-<arch>.)
 missing_lists() {
-  apt-get indextargets --format '$(RELEASE)|$(SOURCESENTRY)|$(FILENAME)' \
-    | while IFS='|' read -r suite entry fn; do
-        [ "${entry%:*}" = "$ours" ] && [ "$suite" = "$codename" ] || continue
+  # shellcheck disable=SC2016
+  apt-get indextargets --no-release-info --format '$(RELEASE)|$(ARCHITECTURE)|$(SOURCESENTRY)|$(FILENAME)' \
+    | while IFS='|' read -r suite arch entry fn; do
+        if [ "${entry%:*}" != "$ours" ] || [ "$suite" != "$codename" ] || [ "$arch" = all ]; then
+          continue
+        fi
         compgen -G "$fn*" > /dev/null || echo "$fn"
-      done
+      done | sort -u
 }
 if [ -e "$ours" ] && [ -n "$(missing_lists)" ]; then
   changed=1
@@ -258,7 +265,7 @@ if [ "$changed" = 1 ]; then
     still="$(missing_lists)"
     if [ -n "$still" ]; then
       echo "debian-sources: error: apt-get update did not fetch:" >&2
-      echo "$still" | sed 's/^/    /' >&2
+      while IFS= read -r l; do echo "    $l"; done <<< "$still" >&2
       exit 1
     fi
   fi

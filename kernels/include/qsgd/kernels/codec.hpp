@@ -26,6 +26,20 @@ namespace qsgd {
 namespace detail {
 [[noreturn]] void throw_corrupt(const MessageHeader& h, const std::string& what);
 [[noreturn]] void throw_out_of_range(CodecKind codec, std::uint64_t index, float value);
+
+// First bucket whose scale is negative, NaN or Inf (a corrupt message), or no_index.
+template <class ExecSpace, class ScaleView>
+std::uint64_t first_bad_scale(const ExecSpace& exec, const ScaleView& scales, std::uint64_t nb) {
+  std::uint64_t bad = no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::decode::check_scales", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+      KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& first) {
+        const float x = scales(b);
+        if (!(is_finite_f(x) && x >= 0.0f) && b < first) first = b;
+      },
+      Kokkos::Min<std::uint64_t>(bad));
+  return bad;
+}
 }  // namespace detail
 
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -137,12 +151,7 @@ class Codec {
 
   // Checks header, checksum and every codeword without writing anything.
   MessageHeader validate_message(const const_words_view& msg, std::size_t bytes, const Expect& expect = {}) {
-    struct NullSink {
-      KOKKOS_INLINE_FUNCTION void put(std::uint64_t, std::int32_t, float) const {}
-      KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
-      KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
-    };
-    return run_decode(msg, bytes, expect, NullSink{});
+    return run_decode(msg, bytes, expect, detail::NullSink{});
   }
 
   // Message -> signed levels and scales (quantized codecs only).
@@ -249,23 +258,7 @@ class Codec {
     const CodecKind codec = cfg_.codec;
     const auto payload = payload_of(lay, out);
     if (lay.payload_words > 0) Kokkos::deep_copy(exec_, Kokkos::subview(payload, lay.payload_words - 1), std::uint64_t(0));
-    std::uint64_t bad = detail::no_index;
-    Kokkos::parallel_reduce(
-        codec == CodecKind::fp32 ? "qsgd::encode[fp32]" : codec == CodecKind::fp16 ? "qsgd::encode[fp16]" : "qsgd::encode[bf16]",
-        Kokkos::RangePolicy<ExecSpace>(exec_, 0, n),
-        KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& first) {
-          const float x = v(i);
-          bool ok = detail::is_finite_f(x);
-          if (codec == CodecKind::fp32) {
-            reinterpret_cast<float*>(payload.data())[i] = x;
-          } else {
-            const std::uint16_t hbits = codec == CodecKind::fp16 ? detail::float_to_half(x) : detail::float_to_bf16(x);
-            ok = ok && (hbits & 0x7fffu) < (codec == CodecKind::fp16 ? 0x7c00u : 0x7f80u);
-            reinterpret_cast<std::uint16_t*>(payload.data())[i] = hbits;
-          }
-          if (!ok && i < first) first = i;
-        },
-        Kokkos::Min<std::uint64_t>(bad));
+    const std::uint64_t bad = detail::encode_float_values(exec_, codec, v, n, payload);
     if (bad != detail::no_index) {
       float x;
       Kokkos::deep_copy(exec_, x, Kokkos::subview(v, bad));
@@ -289,35 +282,13 @@ class Codec {
     const std::uint64_t n = h.n;
     auto payload = Kokkos::subview(msg, Kokkos::make_pair(lay.payload_word, lay.payload_word + lay.payload_words));
     if (!is_quantized(codec)) {
-      std::uint64_t bad = detail::no_index;
-      Kokkos::parallel_reduce(
-          codec == CodecKind::fp32 ? "qsgd::decode[fp32]" : codec == CodecKind::fp16 ? "qsgd::decode[fp16]" : "qsgd::decode[bf16]",
-          Kokkos::RangePolicy<ExecSpace>(exec_, 0, n),
-          KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& first) {
-            float x;
-            if (codec == CodecKind::fp32) x = reinterpret_cast<const float*>(payload.data())[i];
-            else if (codec == CodecKind::fp16) x = detail::half_to_float(reinterpret_cast<const std::uint16_t*>(payload.data())[i]);
-            else x = detail::bf16_to_float(reinterpret_cast<const std::uint16_t*>(payload.data())[i]);
-            if (!detail::is_finite_f(x)) {
-              if (i < first) first = i;
-              return;
-            }
-            sink.put_value(i, x);
-          },
-          Kokkos::Min<std::uint64_t>(bad));
+      const std::uint64_t bad = detail::decode_float_values(exec_, codec, payload, n, sink);
       if (bad != detail::no_index) detail::throw_corrupt(h, "non-finite value at element " + std::to_string(bad));
       return h;
     }
     Kokkos::View<const float*, memory_space, Kokkos::MemoryUnmanaged> scales(
         reinterpret_cast<const float*>(msg.data() + lay.scales_word), lay.buckets);
-    std::uint64_t bad_scale = detail::no_index;
-    Kokkos::parallel_reduce(
-        "qsgd::decode::check_scales", Kokkos::RangePolicy<ExecSpace>(exec_, 0, lay.buckets),
-        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& first) {
-          const float x = scales(b);
-          if (!(detail::is_finite_f(x) && x >= 0.0f) && b < first) first = b;
-        },
-        Kokkos::Min<std::uint64_t>(bad_scale));
+    const std::uint64_t bad_scale = detail::first_bad_scale(exec_, scales, lay.buckets);
     if (bad_scale != detail::no_index)
       detail::throw_corrupt(h, "scale of bucket " + std::to_string(bad_scale) + " is negative or not finite");
     std::uint64_t bad;

@@ -115,6 +115,104 @@ KOKKOS_INLINE_FUNCTION float bucket_unit(float scale, std::uint32_t s) {
 
 }  // namespace detail
 
+namespace detail {
+constexpr int l2_lanes = 32;
+constexpr std::uint32_t inf_bits = 0x7f800000u;
+
+// bucket_scales, host path (one loop per bucket). Returns the first bad bucket.
+template <class ExecSpace, class VView, class SView>
+std::uint64_t bucket_scales_host(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
+                                 Norm norm, const SView& scales, std::uint64_t nb) {
+  constexpr int lanes = l2_lanes;
+  std::uint64_t bad_bucket = no_index;
+  Kokkos::parallel_reduce(
+        "qsgd::bucket_scales[host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& bad) {
+          const std::uint64_t begin = b * d;
+          const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
+          const float* x = v.data() + begin;
+          std::int32_t mx = 0;
+          for (std::uint64_t j = 0; j < len; ++j) {
+            const std::int32_t m = static_cast<std::int32_t>(float_bits(x[j]) & 0x7fffffffu);
+            mx = m > mx ? m : mx;
+          }
+          float scale = bits_float(static_cast<std::uint32_t>(mx));
+          if (static_cast<std::uint32_t>(mx) >= inf_bits) {
+            if (b < bad) bad = b;
+            scale = 0.0f;
+          } else if (norm == Norm::l2) {
+            double part[lanes] = {};
+            std::uint64_t j = 0;
+            for (; j + lanes <= len; j += lanes)
+              for (int l = 0; l < lanes; ++l) {
+                const double y = x[j + l];
+                part[l] = add_rn(part[l], mul_rn(y, y));
+              }
+            for (int l = 0; j + l < len; ++l) {
+              const double y = x[j + l];
+              part[l] = add_rn(part[l], mul_rn(y, y));
+            }
+            double sum = 0.0;
+            for (int l = 0; l < lanes; ++l) sum = add_rn(sum, part[l]);
+            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
+          }
+          scales(b) = scale;
+        },
+        Kokkos::Min<std::uint64_t>(bad_bucket));
+  return bad_bucket;
+}
+
+// bucket_scales, portable path (one team per bucket). Returns the first bad bucket.
+template <class ExecSpace, class VView, class SView>
+std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
+                                 Norm norm, const SView& scales, std::uint64_t nb) {
+  constexpr int lanes = l2_lanes;
+  std::uint64_t bad_bucket = no_index;
+    using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+    using member_t = typename policy_t::member_type;
+    policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
+    policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
+    Kokkos::parallel_reduce(
+        "qsgd::bucket_scales", policy,
+        KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
+          const std::uint64_t b = static_cast<std::uint64_t>(m.league_rank());
+          const std::uint64_t begin = b * d;
+          const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
+          std::uint32_t mx = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(m, len),
+              [&](std::uint64_t j, std::uint32_t& acc) {
+                const std::uint32_t a = float_bits(v(begin + j)) & 0x7fffffffu;
+                acc = a > acc ? a : acc;
+              },
+              Kokkos::Max<std::uint32_t>(mx));
+          float scale = bits_float(mx);
+          const bool finite = mx < inf_bits;
+          if (finite && norm == Norm::l2) {
+            double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
+              double acc = 0.0;
+              for (std::uint64_t j = lane; j < len; j += lanes) {
+                const double y = static_cast<double>(v(begin + j));
+                acc = add_rn(acc, mul_rn(y, y));
+              }
+              part[lane] = acc;
+            });
+            m.team_barrier();
+            double sum = 0.0;
+            for (int lane = 0; lane < lanes; ++lane) sum = add_rn(sum, part[lane]);
+            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
+          }
+          Kokkos::single(Kokkos::PerTeam(m), [&]() {
+            scales(b) = finite ? scale : 0.0f;
+            if (!finite && b < bad) bad = b;
+          });
+        },
+        Kokkos::Min<std::uint64_t>(bad_bucket));
+  return bad_bucket;
+}
+}  // namespace detail
+
 /*
  * bucket_scales
  * Purpose: the scale of every bucket (L2 or max norm) and the first
@@ -133,90 +231,14 @@ KOKKOS_INLINE_FUNCTION float bucket_unit(float scale, std::uint32_t s) {
 template <class ExecSpace, class VView, class SView>
 std::uint64_t bucket_scales(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
                             Norm norm, const SView& scales) {
-  constexpr int lanes = 32;
-  constexpr std::uint32_t inf_bits = 0x7f800000u;
   static_assert(detail::is_contiguous<VView>(), "bucket_scales needs a contiguous input View");
   const std::uint64_t nb = n == 0 ? 0 : (n + d - 1) / d;
   if (nb == 0) return detail::no_index;
-  std::uint64_t bad_bucket = detail::no_index;
-  if constexpr (detail::use_host_loops<ExecSpace>()) {
-    Kokkos::parallel_reduce(
-        "qsgd::bucket_scales[host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
-        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& bad) {
-          const std::uint64_t begin = b * d;
-          const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
-          const float* x = v.data() + begin;
-          std::int32_t mx = 0;
-          for (std::uint64_t j = 0; j < len; ++j) {
-            const std::int32_t m = static_cast<std::int32_t>(detail::float_bits(x[j]) & 0x7fffffffu);
-            mx = m > mx ? m : mx;
-          }
-          float scale = detail::bits_float(static_cast<std::uint32_t>(mx));
-          if (static_cast<std::uint32_t>(mx) >= inf_bits) {
-            if (b < bad) bad = b;
-            scale = 0.0f;
-          } else if (norm == Norm::l2) {
-            double part[lanes] = {};
-            std::uint64_t j = 0;
-            for (; j + lanes <= len; j += lanes)
-              for (int l = 0; l < lanes; ++l) {
-                const double y = x[j + l];
-                part[l] = detail::add_rn(part[l], detail::mul_rn(y, y));
-              }
-            for (int l = 0; j + l < len; ++l) {
-              const double y = x[j + l];
-              part[l] = detail::add_rn(part[l], detail::mul_rn(y, y));
-            }
-            double sum = 0.0;
-            for (int l = 0; l < lanes; ++l) sum = detail::add_rn(sum, part[l]);
-            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
-          }
-          scales(b) = scale;
-        },
-        Kokkos::Min<std::uint64_t>(bad_bucket));
-  } else {
-    using policy_t = Kokkos::TeamPolicy<ExecSpace>;
-    using member_t = typename policy_t::member_type;
-    policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
-    Kokkos::parallel_reduce(
-        "qsgd::bucket_scales", policy,
-        KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
-          const std::uint64_t b = static_cast<std::uint64_t>(m.league_rank());
-          const std::uint64_t begin = b * d;
-          const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
-          std::uint32_t mx = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(m, len),
-              [&](std::uint64_t j, std::uint32_t& acc) {
-                const std::uint32_t a = detail::float_bits(v(begin + j)) & 0x7fffffffu;
-                acc = a > acc ? a : acc;
-              },
-              Kokkos::Max<std::uint32_t>(mx));
-          float scale = detail::bits_float(mx);
-          const bool finite = mx < inf_bits;
-          if (finite && norm == Norm::l2) {
-            double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
-              double acc = 0.0;
-              for (std::uint64_t j = lane; j < len; j += lanes) {
-                const double y = static_cast<double>(v(begin + j));
-                acc = detail::add_rn(acc, detail::mul_rn(y, y));
-              }
-              part[lane] = acc;
-            });
-            m.team_barrier();
-            double sum = 0.0;
-            for (int lane = 0; lane < lanes; ++lane) sum = detail::add_rn(sum, part[lane]);
-            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
-          }
-          Kokkos::single(Kokkos::PerTeam(m), [&]() {
-            scales(b) = finite ? scale : 0.0f;
-            if (!finite && b < bad) bad = b;
-          });
-        },
-        Kokkos::Min<std::uint64_t>(bad_bucket));
-  }
+  std::uint64_t bad_bucket;
+  if constexpr (detail::use_host_loops<ExecSpace>())
+    bad_bucket = detail::bucket_scales_host(exec, v, n, d, norm, scales, nb);
+  else
+    bad_bucket = detail::bucket_scales_team(exec, v, n, d, norm, scales, nb);
   if (bad_bucket == detail::no_index) return detail::no_index;
   // Error path only: find the first bad coordinate of that bucket.
   const std::uint64_t begin = bad_bucket * d;
@@ -232,6 +254,38 @@ std::uint64_t bucket_scales(const ExecSpace& exec, const VView& v, std::uint64_t
 }
 
 [[noreturn]] void throw_non_finite(std::uint64_t index, const char* where);
+
+namespace detail {
+template <class ExecSpace, class VView, class SView, class LView>
+void quantize_levels_host(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d, std::uint32_t s,
+                          const StreamKey& sk, const SView& scales, const LView& levels, std::uint64_t nb) {
+    Kokkos::parallel_for(
+        "qsgd::quantize[stochastic,host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+        KOKKOS_LAMBDA(std::uint64_t b) {
+          const std::uint64_t begin = b * d;
+          const std::uint64_t end = begin + d < n ? begin + d : n;
+          const BucketFactor bf(scales(b), s);
+          quantize_segment(v.data(), levels.data(), begin, end, bf, sk);
+        });
+}
+
+template <class ExecSpace, class VView, class SView, class LView>
+void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d, std::uint32_t s,
+                          const StreamKey& sk, const SView& scales, const LView& levels, std::uint64_t nb) {
+    using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+    using member_t = typename policy_t::member_type;
+    Kokkos::parallel_for(
+        "qsgd::quantize[stochastic]", policy_t(exec, static_cast<int>(nb), Kokkos::AUTO),
+        KOKKOS_LAMBDA(const member_t& m) {
+          const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
+          const std::uint64_t end = begin + d < n ? begin + d : n;
+          const BucketFactor bf(scales(m.league_rank()), s);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
+            levels(i) = stochastic_level(v(i), bf, s, sk, i);
+          });
+        });
+}
+}  // namespace detail
 
 /*
  * quantize (stochastic Q_s)
@@ -256,27 +310,9 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   const std::uint32_t s = cfg.s;
   if constexpr (detail::use_host_loops<ExecSpace>()) {
     static_assert(detail::is_contiguous<VView>(), "quantize needs a contiguous input View");
-    Kokkos::parallel_for(
-        "qsgd::quantize[stochastic,host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, q.buckets()),
-        KOKKOS_LAMBDA(std::uint64_t b) {
-          const std::uint64_t begin = b * d;
-          const std::uint64_t end = begin + d < n ? begin + d : n;
-          const detail::BucketFactor bf(scales(b), s);
-          detail::quantize_segment(v.data(), levels.data(), begin, end, bf, sk);
-        });
+    detail::quantize_levels_host(exec, v, n, d, s, sk, scales, levels, q.buckets());
   } else {
-    using policy_t = Kokkos::TeamPolicy<ExecSpace>;
-    using member_t = typename policy_t::member_type;
-    Kokkos::parallel_for(
-        "qsgd::quantize[stochastic]", policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO),
-        KOKKOS_LAMBDA(const member_t& m) {
-          const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
-          const std::uint64_t end = begin + d < n ? begin + d : n;
-          const detail::BucketFactor bf(scales(m.league_rank()), s);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
-            levels(i) = detail::stochastic_level(v(i), bf, s, sk, i);
-          });
-        });
+    detail::quantize_levels_team(exec, v, n, d, s, sk, scales, levels, q.buckets());
   }
 }
 

@@ -125,7 +125,7 @@ std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
         const std::uint64_t start = offsets(c);
         BitWriter<WordView> wr(payload_all, start, start + chunk_len(c));
-        if constexpr (Sparse) {
+        if (Sparse) {
           std::uint64_t count = 0;
           for (std::uint64_t i = i0; i < i1; ++i) count += levels(i) != 0;
           const Codeword cc = om.get(count + 1);
@@ -192,7 +192,7 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
         std::uint64_t bucket_end = (bucket + 1) * d;
         float unit = bucket_unit(scales(bucket), s);
         bool ok = true;
-        if constexpr (Sparse) {
+        if (Sparse) {
           const std::uint64_t count1 = rd.omega(i1 - i0 + 1);
           ok = count1 != 0;
           const std::uint64_t count = ok ? count1 - 1 : 0;

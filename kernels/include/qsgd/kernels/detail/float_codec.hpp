@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 
+#include "qsgd/kernels/config.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
 
 namespace qsgd::detail {
@@ -55,6 +56,58 @@ KOKKOS_INLINE_FUNCTION std::uint16_t float_to_bf16(float x) {
 
 KOKKOS_INLINE_FUNCTION float bf16_to_float(std::uint16_t b) {
   return bits_float(static_cast<std::uint32_t>(b) << 16);
+}
+
+/*
+ * encode_float_values / decode_float_values (the uncompressed baselines)
+ * Purpose: fp32 copy, or fp16 / bf16 conversion, into a little-endian array.
+ * Cost: reads 4n bytes, writes 4n or 2n bytes (and the reverse to decode).
+ * Return the first element that is not finite or overflows the format, or
+ * no_index. Decoding hands each value to the sink.
+ */
+template <class ExecSpace, class VView, class WordView>
+std::uint64_t encode_float_values(const ExecSpace& exec, CodecKind codec, const VView& v, std::uint64_t n,
+                                  const WordView& payload) {
+  std::uint64_t bad = ~std::uint64_t(0);
+  Kokkos::parallel_reduce(
+      codec == CodecKind::fp32 ? "qsgd::encode[fp32]" : codec == CodecKind::fp16 ? "qsgd::encode[fp16]" : "qsgd::encode[bf16]",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& first) {
+        const float x = v(i);
+        bool ok = is_finite_f(x);
+        if (codec == CodecKind::fp32) {
+          reinterpret_cast<float*>(payload.data())[i] = x;
+        } else {
+          const std::uint16_t hbits = codec == CodecKind::fp16 ? float_to_half(x) : float_to_bf16(x);
+          ok = ok && (hbits & 0x7fffu) < (codec == CodecKind::fp16 ? 0x7c00u : 0x7f80u);
+          reinterpret_cast<std::uint16_t*>(payload.data())[i] = hbits;
+        }
+        if (!ok && i < first) first = i;
+      },
+      Kokkos::Min<std::uint64_t>(bad));
+  return bad;
+}
+
+template <class ExecSpace, class WordView, class Sink>
+std::uint64_t decode_float_values(const ExecSpace& exec, CodecKind codec, const WordView& payload, std::uint64_t n,
+                                  const Sink& sink) {
+  std::uint64_t bad = ~std::uint64_t(0);
+  Kokkos::parallel_reduce(
+      codec == CodecKind::fp32 ? "qsgd::decode[fp32]" : codec == CodecKind::fp16 ? "qsgd::decode[fp16]" : "qsgd::decode[bf16]",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& first) {
+        float x;
+        if (codec == CodecKind::fp32) x = reinterpret_cast<const float*>(payload.data())[i];
+        else if (codec == CodecKind::fp16) x = half_to_float(reinterpret_cast<const std::uint16_t*>(payload.data())[i]);
+        else x = bf16_to_float(reinterpret_cast<const std::uint16_t*>(payload.data())[i]);
+        if (!is_finite_f(x)) {
+          if (i < first) first = i;
+          return;
+        }
+        sink.put_value(i, x);
+      },
+      Kokkos::Min<std::uint64_t>(bad));
+  return bad;
 }
 
 }  // namespace qsgd::detail

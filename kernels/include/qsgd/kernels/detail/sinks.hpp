@@ -44,4 +44,11 @@ struct AccumulateSink {
   }
 };
 
+// Discards everything: decoding with it only validates.
+struct NullSink {
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t, std::int32_t, float) const {}
+  KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
+  KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
+};
+
 }  // namespace qsgd::detail
