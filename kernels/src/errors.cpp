@@ -10,6 +10,12 @@ void throw_non_finite(std::uint64_t index, const char* where) {
               std::string(where) + ": NaN or Inf in the input at element " + std::to_string(index));
 }
 
+void throw_norm_overflow(std::uint64_t bucket, std::uint32_t d, const char* where) {
+  throw Error(Errc::out_of_range, std::string(where) + ": the L2 norm of bucket " + std::to_string(bucket) +
+                                      " (elements from " + std::to_string(bucket * d) +
+                                      ") exceeds the float range; use max-norm scaling or rescale the input");
+}
+
 namespace detail {
 
 void throw_corrupt(const MessageHeader& h, const std::string& what) {

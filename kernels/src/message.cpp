@@ -92,7 +92,7 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
   const CodecKind c = static_cast<CodecKind>(h.codec);
   if (expect.n != ~std::uint64_t(0) && h.n != expect.n)
     bad("n = " + std::to_string(h.n) + " but " + std::to_string(expect.n) + " elements were expected");
-  if (h.n > expect.max_n) bad("n = " + std::to_string(h.n) + " exceeds the limit " + std::to_string(expect.max_n));
+  if (h.n > expect.max_n || h.n > max_elements) bad("n = " + std::to_string(h.n) + " exceeds the limit " + std::to_string(expect.max_n));
   if (is_quantized(c)) {
     if (h.s < 1 || h.s > max_levels) bad("s = " + std::to_string(h.s) + " is outside 1.." + std::to_string(max_levels));
     if (h.d < 1) bad("bucket size d = 0");
@@ -110,6 +110,11 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
     const std::uint64_t limit = h.n * max_coord_bits(c, h.s, h.chunk) +
                                 std::uint64_t(h.nchunks) * detail::omega_length(std::uint64_t(h.chunk) + 1);
     if (h.payload_bits > limit) bad("payload of " + std::to_string(h.payload_bits) + " bits exceeds the code's maximum");
+    // Every coordinate costs at least one bit in the dense code, every chunk
+    // at least one (its count) in the sparse code.
+    const std::uint64_t least = c == CodecKind::elias_dense ? h.n : h.nchunks;
+    if (h.payload_bits < least)
+      bad("payload of " + std::to_string(h.payload_bits) + " bits is too short for " + std::to_string(h.n) + " elements");
   } else {
     if (h.chunk != 0 || h.nchunks != 0) bad("chunk fields set on a fixed-size code");
     const std::uint64_t want = h.n * max_coord_bits(c, h.s, 0);

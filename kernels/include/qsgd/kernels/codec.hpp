@@ -27,19 +27,6 @@ namespace detail {
 [[noreturn]] void throw_corrupt(const MessageHeader& h, const std::string& what);
 [[noreturn]] void throw_out_of_range(CodecKind codec, std::uint64_t index, float value);
 
-// First bucket whose scale is negative, NaN or Inf (a corrupt message), or no_index.
-template <class ExecSpace, class ScaleView>
-std::uint64_t first_bad_scale(const ExecSpace& exec, const ScaleView& scales, std::uint64_t nb) {
-  std::uint64_t bad = no_index;
-  Kokkos::parallel_reduce(
-      "qsgd::decode::check_scales", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
-      KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& first) {
-        const float x = scales(b);
-        if (!(is_finite_f(x) && x >= 0.0f) && b < first) first = b;
-      },
-      Kokkos::Min<std::uint64_t>(bad));
-  return bad;
-}
 }  // namespace detail
 
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -84,8 +71,7 @@ class Codec {
       const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg_, n));
       q_.reshape(n, d, cfg_.s, cfg_.norm, QuantizerKind::stochastic);
       if (out.extent(0) * 8 < header_bytes) throw Error(Errc::buffer_too_small, "encode: no room for a header");
-      const std::uint64_t bad = bucket_scales(exec_, v, n, d, cfg_.norm, q_.scales);
-      if (bad != detail::no_index) throw_non_finite(bad, "encode");
+      compute_scales(exec_, v, n, d, cfg_.norm, q_.scales, "encode");
       MessageHeader h = make_header(cfg_, n, QuantizerKind::stochastic);
       h.d = d;
       const MessageLayout lay = finish_layout(h, out);
@@ -133,16 +119,20 @@ class Codec {
     const std::uint64_t cap = out.extent(0);
     if (lay.payload_word > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
     auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
-    auto payload_all = Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, cap));
     const detail::OmegaTable<decltype(omega_table_)> om{omega_table_};
-    const std::uint64_t bits =
-        cfg_.codec == CodecKind::elias_sparse
-            ? detail::encode_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all, om)
-            : detail::encode_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload_all, om);
-    h.payload_bits = bits;
+    const bool sparse = cfg_.codec == CodecKind::elias_sparse;
+    h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
+                            : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, om);
     lay = layout_of(h);
-    if (lay.total_words > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
+    if (lay.total_words > cap)
+      throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(cap * 8) +
+                                              " bytes, message needs " + std::to_string(lay.total_words * 8));
     h.total_bytes = lay.total_words * 8;
+    auto payload = Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, lay.total_words));
+    if (sparse)
+      detail::write_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
+    else
+      detail::write_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
     copy_scales_from(lay, out, q);
     return seal(h, out);
   }
@@ -159,7 +149,12 @@ class Codec {
     const MessageHeader h = read_header(msg, bytes, expect);
     if (!is_quantized(static_cast<CodecKind>(h.codec)))
       throw Error(Errc::invalid_argument, "decode: message holds a float codec; decode to values instead");
-    q.reshape(h.n, h.d, h.s, static_cast<Norm>(h.norm), static_cast<QuantizerKind>(h.quantizer));
+    try {
+      q.reshape(h.n, h.d, h.s, static_cast<Norm>(h.norm), static_cast<QuantizerKind>(h.quantizer));
+    } catch (const std::exception& e) {
+      throw Error(Errc::invalid_argument, "decode: cannot allocate " + std::to_string(h.n) + " levels (" + e.what() +
+                                              "); set Expect::max_n to what this receiver can hold");
+    }
     const MessageLayout lay = layout_of(h);
     Kokkos::View<const float*, memory_space, Kokkos::MemoryUnmanaged> sc(
         reinterpret_cast<const float*>(msg.data() + lay.scales_word), lay.buckets);

@@ -72,10 +72,13 @@ MessageHeader make_header(const CodecConfig& cfg, std::uint64_t n, QuantizerKind
 // Upper bound of the encoded size of n elements, in bytes (for buffers).
 std::size_t max_message_bytes(const CodecConfig& cfg, std::uint64_t n);
 
-// Expectations a receiver may impose on a message (0 / unset: anything valid).
+// Expectations a receiver imposes on an untrusted message. A receiver that
+// knows n should say so; the default cap keeps a forged header from making the
+// decoder allocate or loop over more than 2^32 elements (raise it explicitly
+// for larger tensors, up to max_elements).
 struct Expect {
-  std::uint64_t n = ~std::uint64_t(0);   // exact element count, if set
-  std::uint64_t max_n = max_elements;    // upper bound when n is not fixed
+  std::uint64_t n = ~std::uint64_t(0);            // exact element count, if set
+  std::uint64_t max_n = std::uint64_t(1) << 32;   // upper bound when n is not fixed
 };
 
 // Reads and validates a header from untrusted bytes: magic, version, known

@@ -107,11 +107,24 @@ KOKKOS_INLINE_FUNCTION void quantize_segment(const float* x, std::int32_t* out, 
   }
 }
 
-// Value of a level: sign * l * (scale / s), one division per bucket and one
-// rounded multiply per coordinate, identical on every backend.
-KOKKOS_INLINE_FUNCTION float bucket_unit(float scale, std::uint32_t s) {
-  return scale / static_cast<float>(s);
-}
+// Value of a level: sign * l * (scale / s). When scale / s is a normal float
+// (always, unless the bucket's scale is below s * 2^-126) it is one division
+// per bucket and one rounded float multiply per coordinate; for such tiny
+// buckets the product is formed in double and rounded once, so they are not
+// flushed to zero. The same operations, hence the same bits, on every backend.
+struct LevelUnit {
+  float unit = 0.0f;
+  double unit_d = 0.0;
+  bool tiny = false;
+  KOKKOS_INLINE_FUNCTION LevelUnit() = default;
+  KOKKOS_INLINE_FUNCTION LevelUnit(float scale, std::uint32_t s)
+      : unit(scale / static_cast<float>(s)),
+        unit_d(static_cast<double>(scale) / static_cast<double>(s)),
+        tiny(scale < static_cast<float>(s) * 1.17549435e-38f) {}
+  KOKKOS_INLINE_FUNCTION float value(std::int32_t l) const {
+    return tiny ? static_cast<float>(mul_rn(static_cast<double>(l), unit_d)) : mul_rn(static_cast<float>(l), unit);
+  }
+};
 
 }  // namespace detail
 
@@ -254,6 +267,39 @@ std::uint64_t bucket_scales(const ExecSpace& exec, const VView& v, std::uint64_t
 }
 
 [[noreturn]] void throw_non_finite(std::uint64_t index, const char* where);
+[[noreturn]] void throw_norm_overflow(std::uint64_t bucket, std::uint32_t d, const char* where);
+
+namespace detail {
+// First bucket whose scale is negative, NaN or Inf (a corrupt message), or no_index.
+template <class ExecSpace, class ScaleView>
+std::uint64_t first_bad_scale(const ExecSpace& exec, const ScaleView& scales, std::uint64_t nb) {
+  std::uint64_t bad = no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::decode::check_scales", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+      KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& first) {
+        const float x = scales(b);
+        if (!(is_finite_f(x) && x >= 0.0f) && b < first) first = b;
+      },
+      Kokkos::Min<std::uint64_t>(bad));
+  return bad;
+}
+}  // namespace detail
+
+// bucket_scales for callers that quantize: NaN/Inf input throws
+// non_finite_input naming the element; an L2 norm beyond the float range
+// (finite input, e.g. two coordinates of 3e38) throws out_of_range naming the
+// bucket, rather than producing an Inf scale.
+template <class ExecSpace, class VView, class SView>
+void compute_scales(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d, Norm norm,
+                    const SView& scales, const char* where) {
+  const std::uint64_t bad = bucket_scales(exec, v, n, d, norm, scales);
+  if (bad != detail::no_index) throw_non_finite(bad, where);
+  if (norm == Norm::l2) {
+    const std::uint64_t nb = n == 0 ? 0 : (n + d - 1) / d;
+    const std::uint64_t over = detail::first_bad_scale(exec, scales, nb);
+    if (over != detail::no_index) throw_norm_overflow(over, d, where);
+  }
+}
 
 namespace detail {
 template <class ExecSpace, class VView, class SView, class LView>
@@ -304,8 +350,7 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
   const auto scales = q.scales;
   const auto levels = q.levels;
-  const std::uint64_t bad = bucket_scales(exec, v, n, d, cfg.norm, scales);
-  if (bad != detail::no_index) throw_non_finite(bad, "quantize");
+  compute_scales(exec, v, n, d, cfg.norm, scales, "quantize");
   const StreamKey sk = make_stream_key(key);
   const std::uint32_t s = cfg.s;
   if constexpr (detail::use_host_loops<ExecSpace>()) {
@@ -335,9 +380,9 @@ void dequantize(const ExecSpace& exec, const Quantized<MemSpace>& q, const OutVi
       KOKKOS_LAMBDA(const member_t& m) {
         const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
         const std::uint64_t end = begin + d < n ? begin + d : n;
-        const float unit = detail::bucket_unit(scales(m.league_rank()), s);
+        const detail::LevelUnit unit(scales(m.league_rank()), s);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
-          out(i) = detail::mul_rn(static_cast<float>(levels(i)), unit);
+          out(i) = unit.value(levels(i));
         });
       });
 }
@@ -363,8 +408,7 @@ void quantize_deterministic(const ExecSpace& exec, const VView& v, std::uint64_t
   if (n == 0) return;
   const auto scales = q.scales;
   const auto levels = q.levels;
-  const std::uint64_t bad = bucket_scales(exec, v, n, static_cast<std::uint32_t>(n), Norm::l2, scales);
-  if (bad != detail::no_index) throw_non_finite(bad, "quantize_deterministic");
+  compute_scales(exec, v, n, static_cast<std::uint32_t>(n), Norm::l2, scales, "quantize_deterministic");
   float norm_f;
   Kokkos::deep_copy(exec, norm_f, Kokkos::subview(scales, 0));
   exec.fence();

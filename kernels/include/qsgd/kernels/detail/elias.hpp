@@ -77,21 +77,22 @@ KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64
 }
 
 /*
- * encode_elias<Sparse>
+ * plan_elias<Sparse> + write_elias<Sparse>
  * Purpose: variable-length encoding of signed levels with per-chunk bit offsets.
- * Algorithm: (1) code length of every coordinate, summed per chunk;
+ * Algorithm: plan: (1) code length of every coordinate, summed per chunk;
  *   (2) exclusive parallel_scan of chunk lengths -> chunk bit offsets, written
- *   straight into the message; (3) the words a chunk shares with a neighbour
- *   are zeroed; (4) each chunk writes its codewords sequentially, storing the
- *   words it owns and OR-ing (atomically) the at most two it shares.
+ *   straight into the message; returns the payload length in bits, so the
+ *   caller can check its buffer before anything is written there.
+ *   write: (3) the words a chunk shares with a neighbour are zeroed; (4) each
+ *   chunk writes its codewords sequentially, storing the words it owns and
+ *   OR-ing (atomically) the at most two it shares.
  * Cost: reads 8n bytes of levels (two passes), writes the payload once.
- * Requirements: offsets has ceil(n/chunk) entries; chunk_len scratch too.
- * Returns the payload length in bits.
+ * Requirements: offsets has ceil(n/chunk) entries; chunk_len scratch too;
+ *   write: the payload holds the planned bits.
  */
-template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
-std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
-                           const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
-                           const Table& om) {
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class Table>
+std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                         const OffView& offsets, const ScratchView& chunk_len, const Table& om) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
   if (nchunks == 0) return 0;
   using range = Kokkos::RangePolicy<ExecSpace>;
@@ -110,6 +111,15 @@ std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint
         run += chunk_len(c);
       },
       total);
+  return total;
+}
+
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
+void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                 const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all, const Table& om) {
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  if (nchunks == 0) return;
+  using range = Kokkos::RangePolicy<ExecSpace>;
   Kokkos::parallel_for(
       "qsgd::encode[elias]::zero_shared", range(exec, 0, nchunks), KOKKOS_LAMBDA(std::uint64_t c) {
         const std::uint64_t start = offsets(c);
@@ -155,7 +165,6 @@ std::uint64_t encode_elias(const ExecSpace& exec, const LView& levels, std::uint
         }
         wr.finish();
       });
-  return total;
 }
 
 /*
@@ -190,7 +199,7 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
         BitReader<WordView> rd(payload, start, end);
         std::uint64_t bucket = i0 / d;
         std::uint64_t bucket_end = (bucket + 1) * d;
-        float unit = bucket_unit(scales(bucket), s);
+        LevelUnit unit(scales(bucket), s);
         bool ok = true;
         if (Sparse) {
           const std::uint64_t count1 = rd.omega(i1 - i0 + 1);
@@ -209,7 +218,7 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
             while (i >= bucket_end) {
               ++bucket;
               bucket_end += d;
-              unit = bucket_unit(scales(bucket), s);
+              unit = LevelUnit(scales(bucket), s);
             }
             sink.put(i, neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l), unit);
             next = i + 1;
@@ -222,7 +231,7 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
             if (i == bucket_end) {
               ++bucket;
               bucket_end += d;
-              unit = bucket_unit(scales(bucket), s);
+              unit = LevelUnit(scales(bucket), s);
             }
             const std::uint64_t k = rd.omega(std::uint64_t(s) + 1);
             if (k == 0) { ok = false; break; }

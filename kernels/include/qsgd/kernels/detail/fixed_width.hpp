@@ -153,7 +153,7 @@ std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const
         while (i < i1) {
           const std::uint64_t bk = i / d;
           const std::uint64_t e = (bk + 1) * d < i1 ? (bk + 1) * d : i1;
-          const float unit = bucket_unit(scales(bk), s);
+          const LevelUnit unit(scales(bk), s);
           for (; i < e; ++i) sink.put(i, lv[i - i0], unit);
         }
       },

@@ -9,13 +9,14 @@
 #include <cstdint>
 
 #include "qsgd/kernels/detail/arith.hpp"
+#include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd::detail {
 
 template <class LevelsView>
 struct LevelSink {
   LevelsView levels;
-  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, float) const { levels(i) = l; }
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, const LevelUnit&) const { levels(i) = l; }
   KOKKOS_INLINE_FUNCTION void zero(std::uint64_t i) const { levels(i) = 0; }
   KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
 };
@@ -23,8 +24,8 @@ struct LevelSink {
 template <class OutView>
 struct ValueSink {
   OutView out;
-  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, float unit) const {
-    out(i) = mul_rn(static_cast<float>(l), unit);
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, const LevelUnit& unit) const {
+    out(i) = unit.value(l);
   }
   KOKKOS_INLINE_FUNCTION void zero(std::uint64_t i) const { out(i) = 0.0f; }
   KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t i, float x) const { out(i) = x; }
@@ -35,8 +36,8 @@ template <class AccView>
 struct AccumulateSink {
   AccView acc;
   float weight;
-  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, float unit) const {
-    acc(i) = add_rn(acc(i), mul_rn(weight, mul_rn(static_cast<float>(l), unit)));
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, const LevelUnit& unit) const {
+    acc(i) = add_rn(acc(i), mul_rn(weight, unit.value(l)));
   }
   KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
   KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t i, float x) const {
@@ -46,7 +47,7 @@ struct AccumulateSink {
 
 // Discards everything: decoding with it only validates.
 struct NullSink {
-  KOKKOS_INLINE_FUNCTION void put(std::uint64_t, std::int32_t, float) const {}
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t, std::int32_t, const LevelUnit&) const {}
   KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
   KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
 };

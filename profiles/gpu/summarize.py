@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Median GB/s of fp32 input and fraction of the same-run copy ceiling for
+the GPU targets, from a qsgd-bench-kernels JSON file (Google Benchmark)."""
+import json
+import sys
+
+TARGETS = [("encode/fixed", "quantize + fixed-width encode", 0.6),
+           ("encode/elias-dense", "quantize + Elias dense encode", 0.2),
+           ("decode_accumulate/fixed", "decode-accumulate (fixed)", 0.6),
+           ("decode_accumulate/elias-dense", "decode-accumulate (Elias dense)", None)]
+
+
+def main(path):
+    doc = json.load(open(path))
+    med = {}
+    for b in doc["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"].rsplit("/", 1)[0]
+        if b.get("run_type") == "aggregate" or name not in med:
+            med[name] = b
+    ceiling = next((b for n, b in med.items() if n.startswith("memcpy/kokkos")), None)
+    ctx = doc["context"]
+    print("device: %s  git %s  n = 2^26, s = %s, d = %s, norm = %s" % (
+        ctx.get("kokkos_execution_space"), ctx.get("git_hash"), ctx.get("qsgd_s"), ctx.get("qsgd_d"),
+        ctx.get("qsgd_norm")))
+    if ceiling is not None:
+        print("copy ceiling (device-to-device, bytes of fp32 input): %.1f GB/s" % (ceiling["bytes_per_second"] / 1e9))
+    print("%-34s %10s %14s %8s %6s" % ("kernel", "GB/s", "frac of copy", "target", ""))
+    for key, label, target in TARGETS:
+        b = med.get(key)
+        if b is None:
+            print("%-34s %10s" % (label, "missing"))
+            continue
+        frac = b.get("frac_of_memcpy")
+        verdict = "" if target is None or frac is None else ("met" if frac >= target else "missed")
+        print("%-34s %10.1f %14.3f %8s %6s" % (label, b["bytes_per_second"] / 1e9, frac if frac is not None else float("nan"),
+                                              "-" if target is None else ">= %.1f" % target, verdict))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

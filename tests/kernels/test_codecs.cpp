@@ -1,0 +1,537 @@
+// Wire codes of spec section 2: Elias omega codewords, the bit streams, the
+// 16-bit float conversions, and exact round trips of every codec, with the
+// message payload compared bit for bit against a reference encoder written
+// from the spec. Label: unit.
+
+#include <sstream>
+
+#include "test_util.hpp"
+
+namespace {
+
+using namespace qsgd_test;
+using qsgd::CodecKind;
+using qsgd::Errc;
+using qsgd::Norm;
+
+using HostWords = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
+
+std::string codeword_string(const qsgd::detail::Codeword& c) {
+  std::string s;
+  for (std::uint32_t k = c.len; k-- > 0;) s.push_back(((c.bits >> k) & 1u) ? '1' : '0');
+  return s;
+}
+
+// ---- 5. Elias omega ------------------------------------------------------------------
+
+// Textbook omega codewords (Elias 1975): "0" ends the code; each group is the
+// binary form of the previous group's length minus one. Derived by hand from
+// the spec's definition, e.g. 16: binary 10000 (5 bits) -> prepend binary(4) =
+// 100 (3 bits) -> prepend binary(2) = 10 -> "10" "100" "10000" "0".
+TEST(EliasOmega, SmallIntegersMatchTheTextbookTable) {
+  const char* table[] = {nullptr,   "0",        "100",      "110",      "101000",  "101010",
+                         "101100",  "101110",   "1110000",  "1110010",  "1110100", "1110110",
+                         "1111000", "1111010",  "1111100",  "1111110",  "10100100000"};
+  for (std::uint64_t k = 1; k <= 16; ++k) {
+    EXPECT_EQ(omega_string(k), table[k]) << "reference omega_string(" << k << ")";
+    EXPECT_EQ(codeword_string(qsgd::detail::omega_encode(k)), table[k]) << "omega_encode(" << k << ")";
+    EXPECT_EQ(qsgd::detail::omega_length(k), std::string(table[k]).size()) << "omega_length(" << k << ")";
+  }
+  // A few larger ones from the same definition.
+  EXPECT_EQ(codeword_string(qsgd::detail::omega_encode(17)), "10100100010");
+  EXPECT_EQ(codeword_string(qsgd::detail::omega_encode(100)), "1011011001000");
+  EXPECT_EQ(omega_string(100), "1011011001000");
+}
+
+std::vector<std::uint64_t> omega_samples() {
+  std::vector<std::uint64_t> ks;
+  for (std::uint64_t k = 1; k <= (1u << 20); ++k) ks.push_back(k);
+  std::mt19937_64 rng(11);
+  for (int j = 0; j < 100000; ++j) {
+    const int bits = 1 + static_cast<int>(rng() % 32);  // log-uniform magnitude up to 2^32 - 1
+    std::uint64_t k = rng() & ((std::uint64_t(1) << bits) - 1);
+    ks.push_back(k == 0 ? 1 : k);
+  }
+  for (std::uint64_t k : {0xFFFFFFFFull, 0x80000000ull, 0x7FFFFFFFull, 65535ull, 65536ull}) ks.push_back(k);
+  return ks;
+}
+
+// omega_length == length of omega_encode == length of the spec's codeword,
+// and the codeword bits equal the reference string, for 1..2^20 and 10^5
+// log-uniform samples up to 2^32 - 1.
+TEST(EliasOmega, EncodeAndLengthAgreeWithTheDefinition) {
+  for (std::uint64_t k : omega_samples()) {
+    const auto cw = qsgd::detail::omega_encode(k);
+    ASSERT_EQ(cw.len, qsgd::detail::omega_length(k)) << k;
+    ASSERT_EQ(cw.len, omega_len_ref(k)) << k;
+    ASSERT_LE(cw.len, 45u) << k;  // bitstream.hpp: at most 45 bits below 2^32
+    if (k < (1u << 12) || k % 97 == 0) {
+      ASSERT_EQ(codeword_string(cw), omega_string(k)) << k;
+    }
+  }
+}
+
+// Every sample round-trips through BitWriter -> BitReader::omega, written as one
+// stream that starts at an unaligned bit (13), so codewords straddle words.
+TEST(EliasOmega, RoundTripThroughBitStreams) {
+  const auto ks = omega_samples();
+  std::uint64_t total = 13;
+  for (std::uint64_t k : ks) total += qsgd::detail::omega_length(k);
+  HostWords words("words", (total + 63) / 64);
+  qsgd::detail::BitWriter<HostWords> wr(words, 13, total);
+  for (std::uint64_t k : ks) {
+    const auto cw = qsgd::detail::omega_encode(k);
+    wr.put(cw.bits, cw.len);
+  }
+  wr.finish();
+  ASSERT_EQ(wr.pos, total);
+  qsgd::detail::BitReader<HostWords> rd(words, 13, total);
+  for (std::uint64_t k : ks) ASSERT_EQ(rd.omega(0xFFFFFFFFull), k);
+  EXPECT_FALSE(rd.overrun);
+  EXPECT_EQ(rd.pos, total);
+  // Reading on past the end: overrun, 0, and no access beyond the range.
+  EXPECT_EQ(rd.omega(0xFFFFFFFFull), 0u);
+  EXPECT_TRUE(rd.overrun);
+}
+
+// BitReader::omega reports (as 0) a value above its limit, a codeword cut by
+// the end of the range, and a length prefix that would not fit 64 bits.
+TEST(EliasOmega, ReaderRejectsOutOfLimitTruncatedAndOverlongCodes) {
+  HostWords words("w", 4);
+  {
+    qsgd::detail::BitWriter<HostWords> wr(words, 0, 11);
+    const auto cw = qsgd::detail::omega_encode(16);
+    wr.put(cw.bits, cw.len);
+    wr.finish();
+  }
+  EXPECT_EQ(qsgd::detail::BitReader<HostWords>(words, 0, 11).omega(16), 16u);
+  EXPECT_EQ(qsgd::detail::BitReader<HostWords>(words, 0, 11).omega(15), 0u);
+  qsgd::detail::BitReader<HostWords> cut(words, 0, 10);
+  EXPECT_EQ(cut.omega(100), 0u);
+  EXPECT_TRUE(cut.overrun);
+  Kokkos::deep_copy(words, ~std::uint64_t(0));  // all ones: lengths grow until they exceed 62 bits
+  qsgd::detail::BitReader<HostWords> ones(words, 0, 256);
+  EXPECT_EQ(ones.omega(~std::uint64_t(0)), 0u);
+}
+
+// Two writers on adjacent ranges that share a word (the chunk boundary case of
+// the Elias encoders) merge their bits; words wholly inside a range are stored.
+TEST(BitStream, AdjacentRangesShareWords) {
+  HostWords words("w", 4);
+  BitString ref;
+  std::mt19937_64 rng(12);
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> items;
+  for (std::uint32_t len : {5u, 64u, 1u, 33u, 7u, 64u, 3u}) {
+    const std::uint64_t v = len == 64 ? rng() : rng() & ((std::uint64_t(1) << len) - 1);
+    items.push_back({v, len});
+    ref.push(v, len);
+  }
+  const std::uint64_t cut = 5 + 64 + 1;  // first writer: items 0..2
+  qsgd::detail::BitWriter<HostWords> a(words, 0, cut), b(words, cut, ref.bits);
+  for (std::size_t j = 0; j < items.size(); ++j) (j < 3 ? a : b).put(items[j].first, items[j].second);
+  b.finish();
+  a.finish();
+  for (std::size_t w = 0; w < ref.words.size(); ++w) EXPECT_EQ(words(w), ref.words[w]) << "word " << w;
+  qsgd::detail::BitReader<HostWords> rd(words, 0, ref.bits);
+  for (auto [v, len] : items) EXPECT_EQ(rd.get(len), v);
+}
+
+// ---- 16-bit float conversions --------------------------------------------------------
+
+// Reference: round x to `mant` fraction bits with exponent >= emin (subnormals
+// below), nearest, ties to even (nearbyint in the default rounding mode, on an
+// exact power-of-two scaling in double); beyond the largest finite value
+// (2 - 2^-mant) 2^emax the result is +-Inf.
+double round_to_format(float xf, int mant, int emin, int emax) {
+  const double x = xf;
+  if (x == 0 || !std::isfinite(x)) return x;
+  const int e = std::max(std::ilogb(x), emin);
+  const double q = std::ldexp(1.0, e - mant);
+  const double r = std::nearbyint(x / q) * q;
+  const double maxv = std::ldexp(2.0 - std::ldexp(1.0, -mant), emax);
+  if (std::fabs(r) > maxv) return std::copysign(INFINITY, x);
+  return r;
+}
+double ref_half(float x) { return round_to_format(x, 10, -14, 15); }
+double ref_bf16(float x) { return round_to_format(x, 7, -126, 127); }
+
+double half_value(std::uint16_t h) {  // IEEE binary16 from its fields
+  const int sign = h >> 15, exp = (h >> 10) & 31, frac = h & 1023;
+  double v = exp == 0 ? std::ldexp(frac, -24) : exp == 31 ? (frac ? NAN : INFINITY) : std::ldexp(1024 + frac, exp - 25);
+  return sign ? -v : v;
+}
+
+TEST(Float16, KnownValues) {
+  using qsgd::detail::float_to_half;
+  EXPECT_EQ(float_to_half(1.0f), 0x3C00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xC000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);
+  EXPECT_EQ(float_to_half(65519.99f), 0x7BFF);
+  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);  // rounds to Inf
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -14)), 0x0400);
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);      // tie -> even (0)
+  EXPECT_EQ(float_to_half(std::ldexp(3.0f, -25)), 0x0002);      // tie -> even (2)
+  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
+  EXPECT_EQ(float_to_half(1.0f + std::ldexp(3.0f, -11)), 0x3C02);  // tie -> even
+  EXPECT_EQ(float_to_half(1.0f / 3.0f), 0x3555);
+  EXPECT_EQ(float_to_half(-0.0f), 0x8000);
+  EXPECT_EQ(float_to_half(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(float_to_half(std::numeric_limits<float>::quiet_NaN()) & 0x7C00, 0x7C00);
+  EXPECT_NE(float_to_half(std::numeric_limits<float>::quiet_NaN()) & 0x03FF, 0);
+  using qsgd::detail::float_to_bf16;
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(float_to_bf16(3.14159265f), 0x4049);
+  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // tie -> even
+  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(3.0f, -8)), 0x3F82);  // tie -> even
+  EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7F80);
+  EXPECT_EQ(float_to_bf16(-0.0f), 0x8000);
+  EXPECT_TRUE(std::isnan(qsgd::detail::bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+// Every half decodes to its IEEE value and re-encodes to itself; every bf16
+// is the top half of its float. Random floats of every magnitude, and the
+// midpoints between neighbouring halves (ties), round like the reference.
+TEST(Float16, ConversionsMatchTheReferenceRounding) {
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float f = qsgd::detail::half_to_float(static_cast<std::uint16_t>(h));
+    const double want = half_value(static_cast<std::uint16_t>(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(f)) << h;
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(f), want) << h;
+    ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
+    ASSERT_EQ(qsgd::detail::float_to_half(f), h) << h;
+    const float b = qsgd::detail::bf16_to_float(static_cast<std::uint16_t>(h));
+    ASSERT_EQ(float_bits(b), h << 16);
+    if (!std::isnan(b)) {
+      ASSERT_EQ(qsgd::detail::float_to_bf16(b), h);
+    }
+  }
+  // Midpoints between consecutive positive finite halves.
+  for (std::uint32_t h = 0; h < 0x7BFF; ++h) {
+    const float mid = static_cast<float>((half_value(static_cast<std::uint16_t>(h)) + half_value(static_cast<std::uint16_t>(h + 1))) / 2);
+    const std::uint16_t even = (h & 1) ? static_cast<std::uint16_t>(h + 1) : static_cast<std::uint16_t>(h);
+    ASSERT_EQ(qsgd::detail::float_to_half(mid), even) << "midpoint above half " << h;
+    ASSERT_EQ(qsgd::detail::float_to_half(-mid), even | 0x8000) << "midpoint above half " << h;
+  }
+  std::mt19937_64 rng(13);
+  for (int j = 0; j < 1000000; ++j) {
+    const float x = bits_float(static_cast<std::uint32_t>(rng()));
+    if (!std::isfinite(x)) continue;
+    const float h = qsgd::detail::half_to_float(qsgd::detail::float_to_half(x));
+    const float b = qsgd::detail::bf16_to_float(qsgd::detail::float_to_bf16(x));
+    ASSERT_EQ(float_bits(h), float_bits(static_cast<float>(ref_half(x)))) << "fp16 of " << x;
+    ASSERT_EQ(float_bits(b), float_bits(static_cast<float>(ref_bf16(x)))) << "bf16 of " << x;
+  }
+}
+
+// ---- 6. round trips -------------------------------------------------------------------
+
+// Gaussian values with exact zeros, -0.0 and a few larger entries.
+std::vector<float> roundtrip_input(std::uint64_t n, std::uint64_t seed) {
+  auto v = make_input(Input::gaussian, n, seed);
+  for (std::uint64_t i = 0; i < n; i += 7) v[i] = 0.0f;
+  for (std::uint64_t i = 3; i < n; i += 31) v[i] = -0.0f;
+  for (std::uint64_t i = 5; i < n; i += 101) v[i] *= 40.0f;
+  return v;
+}
+
+std::vector<float> random_acc(std::uint64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> a(n);
+  for (auto& x : a) x = u(rng);
+  return a;
+}
+
+// Checks the header and the sections of a message against the definition
+// (message.hpp layout, reference payload from the spec) for a quantized vector.
+void check_wire_format(const Encoded& e, const qsgd::CodecConfig& cfg, const HostQuant& r) {
+  const qsgd::MessageHeader& h = e.h;
+  const std::uint64_t n = r.n;
+  EXPECT_EQ(h.magic, qsgd::message_magic);
+  EXPECT_EQ(h.version, qsgd::message_version);
+  EXPECT_EQ(h.codec, static_cast<std::uint8_t>(cfg.codec));
+  EXPECT_EQ(h.norm, static_cast<std::uint8_t>(r.norm));
+  EXPECT_EQ(h.n, n);
+  EXPECT_EQ(h.d, r.d);
+  EXPECT_EQ(h.s, r.s);
+  EXPECT_EQ(h.quantizer, static_cast<std::uint8_t>(r.kind));
+  for (std::uint8_t x : h.reserved) EXPECT_EQ(x, 0);
+  EXPECT_EQ(h.total_bytes, e.bytes);
+  EXPECT_EQ(h.checksum, qsgd::message_checksum_host(e.words.data(), e.bytes));
+  const bool var = qsgd::is_variable_length(cfg.codec);
+  const std::uint64_t nchunks = var ? (n + cfg.chunk - 1) / cfg.chunk : 0;
+  EXPECT_EQ(h.chunk, var ? cfg.chunk : 0u);
+  EXPECT_EQ(h.nchunks, nchunks);
+  const RefPayload ref = reference_payload(cfg.codec, r.levels, n, r.s, cfg.chunk);
+  ASSERT_EQ(h.payload_bits, ref.payload.bits);
+  const std::uint64_t nb = n == 0 ? 0 : (n + r.d - 1) / r.d;
+  const std::uint64_t scales_word = 8 + nchunks, payload_word = scales_word + (nb + 1) / 2;
+  ASSERT_EQ(e.bytes, 8 * (payload_word + (ref.payload.bits + 63) / 64));
+  for (std::uint64_t c = 0; c < nchunks; ++c) ASSERT_EQ(e.words[8 + c], ref.offsets[c]) << "offset of chunk " << c;
+  const auto* sc = reinterpret_cast<const unsigned char*>(e.words.data() + scales_word);
+  for (std::uint64_t b = 0; b < nb; ++b) {
+    std::uint32_t u = 0;
+    for (int k = 0; k < 4; ++k) u |= static_cast<std::uint32_t>(sc[4 * b + k]) << (8 * k);  // little-endian
+    ASSERT_EQ(u, float_bits(r.scales[b])) << "scale of bucket " << b;
+  }
+  if (nb % 2 == 1) {
+    std::uint32_t pad;
+    std::memcpy(&pad, sc + 4 * nb, 4);
+    EXPECT_EQ(pad, 0u) << "scale padding";
+  }
+  for (std::size_t w = 0; w < ref.payload.words.size(); ++w)
+    ASSERT_EQ(e.words[payload_word + w], ref.payload.words[w]) << "payload word " << w;
+}
+
+// decode(encode(v)) against quantize(v) for one configuration: levels, scales
+// and shape exactly; values bitwise equal to dequantize(q); decode_accumulate
+// bitwise equal to fl(acc0 + fl(w * value)); the wire format equal to the
+// reference; re-encoding the decoded vector gives the same bytes; a decoder
+// configured for another codec reads the message from its header alone.
+void check_roundtrip(const qsgd::CodecConfig& cfg, const std::vector<float>& v, const qsgd::RngKey& key) {
+  const std::uint64_t n = v.size();
+  const Values dv = to_device(v, std::max<std::uint64_t>(n, 1));
+  Codec codec(cfg);
+  const Encoded e = encode_values(codec, dv, n, key);
+  ASSERT_LE(e.bytes, codec.max_message_bytes(n));
+  Quant qref;
+  qsgd::quantize(Exec(), cfg, dv, n, key, qref);
+  const HostQuant r = to_host(qref);
+  ASSERT_NO_FATAL_FAILURE(check_wire_format(e, cfg, r));
+
+  const MsgBuf buf(e.words, e.bytes);
+  Codec other(config(CodecKind::fp32, 1, 1, Norm::none));
+  for (Codec* dec : {&codec, &other}) {
+    Quant qd;
+    const qsgd::MessageHeader h = dec->decode(buf.view(), buf.bytes(), qd);
+    EXPECT_EQ(h.total_bytes, e.bytes);
+    const HostQuant got = to_host(qd);
+    ASSERT_EQ(got.n, n);
+    ASSERT_EQ(got.d, r.d);
+    ASSERT_EQ(got.s, r.s);
+    ASSERT_EQ(got.norm, r.norm);
+    ASSERT_EQ(got.kind, qsgd::QuantizerKind::stochastic);
+    ASSERT_EQ(got.levels, r.levels);
+    ASSERT_EQ(got.scales, r.scales);
+
+    Values out("out", std::max<std::uint64_t>(n, 1));
+    dec->decode(buf.view(), buf.bytes(), out);
+    const auto vals = to_host(out, n);
+    Values deq("deq", std::max<std::uint64_t>(n, 1));
+    qsgd::dequantize(Exec(), qref, deq);
+    const auto want = to_host(deq, n);
+    for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(vals[i]), float_bits(want[i])) << "value " << i;
+
+    for (float w : {0.37f, -1.5f}) {
+      const auto acc0 = random_acc(n, n + 17);
+      const Values acc = to_device(acc0, std::max<std::uint64_t>(n, 1));
+      dec->decode_accumulate(buf.view(), buf.bytes(), w, acc);
+      const auto got_acc = to_host(acc, n);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const float prod = w * want[i];
+        const float sum = acc0[i] + prod;
+        ASSERT_EQ(float_bits(got_acc[i]), float_bits(sum)) << "acc " << i << " w " << w;
+      }
+    }
+    EXPECT_EQ(dec->validate_message(buf.view(), buf.bytes()).checksum, e.h.checksum);
+    Codec again(cfg);
+    EXPECT_EQ(encode_quantized(again, qd).words, e.words) << "re-encoding the decoded vector";
+  }
+}
+
+class QuantizedRoundTrip : public ::testing::TestWithParam<CodecKind> {};
+
+TEST_P(QuantizedRoundTrip, GridOfShapes) {
+  const CodecKind c = GetParam();
+  const std::vector<std::uint32_t> chunks = qsgd::is_variable_length(c) ? std::vector<std::uint32_t>{1, 7, 4096}
+                                                                        : std::vector<std::uint32_t>{4096};
+  for (std::uint64_t n : {0ull, 1ull, 2ull, 511ull, 512ull, 513ull, 1000ull}) {
+    const auto v = roundtrip_input(n, 20 + n);
+    for (std::uint32_t d : {0u, 64u, 512u})
+      for (std::uint32_t s : {1u, 7u, 16u, 255u, 32768u})
+        for (Norm norm : {Norm::l2, Norm::max})
+          for (std::uint32_t chunk : chunks) {
+            std::ostringstream os;
+            os << qsgd::to_string(c) << " n=" << n << " d=" << d << " s=" << s << " " << qsgd::to_string(norm)
+               << " chunk=" << chunk;
+            SCOPED_TRACE(os.str());
+            check_roundtrip(config(c, s, d, norm, chunk), v, qsgd::RngKey{n, s, d, chunk});
+            if (HasFatalFailure()) return;
+          }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, QuantizedRoundTrip,
+                         ::testing::Values(CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense),
+                         [](const ::testing::TestParamInfo<CodecKind>& i) {
+                           std::string s = qsgd::to_string(i.param);
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+// One large vector (n = 2^20, several checksum blocks, 256 chunks) per codec.
+TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {
+  const std::uint64_t n = 1u << 20;
+  const auto v = roundtrip_input(n, 99);
+  for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense}) {
+    SCOPED_TRACE(qsgd::to_string(c));
+    check_roundtrip(config(c, 16, 512, Norm::max, 4096), v, qsgd::RngKey{1, 2, 3, 4});
+  }
+}
+
+// A deterministic-quantized vector (quantize_deterministic) encodes and decodes
+// exactly with every quantized codec, and keeps its quantizer kind.
+TEST(QuantizedRoundTripDeterministic, KindAndLevelsSurvive) {
+  for (std::uint64_t n : {1ull, 100ull, 1000ull}) {
+    const auto v = roundtrip_input(n, 30 + n);
+    Quant q;
+    qsgd::quantize_deterministic(Exec(), to_device(v), n, q);
+    const HostQuant r = to_host(q);
+    for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense}) {
+      SCOPED_TRACE(qsgd::to_string(c) + " n=" + std::to_string(n));
+      const auto cfg = config(c, 16, 64, Norm::max, 64);  // s, d and norm come from q
+      Codec codec(cfg);
+      const Encoded e = encode_quantized(codec, q);
+      auto cfg_q = cfg;
+      cfg_q.s = r.s;
+      cfg_q.d = r.d;
+      cfg_q.norm = r.norm;
+      check_wire_format(e, cfg_q, r);
+      const MsgBuf buf(e.words, e.bytes);
+      Quant qd;
+      codec.decode(buf.view(), buf.bytes(), qd);
+      const HostQuant got = to_host(qd);
+      EXPECT_EQ(got.kind, qsgd::QuantizerKind::deterministic);
+      EXPECT_EQ(got.levels, r.levels);
+      EXPECT_EQ(got.scales, r.scales);
+      EXPECT_EQ(got.d, r.d);
+      EXPECT_EQ(got.s, 1u);
+    }
+  }
+}
+
+// Float baselines: fp32 is exact (bit for bit, -0.0 and subnormals included);
+// fp16 and bf16 decode to the reference rounding of each input, which is
+// within half a unit in the last place. decode_accumulate likewise.
+TEST(FloatRoundTrip, BaselinesMatchReferenceRounding) {
+  for (std::uint64_t n : {0ull, 1ull, 2ull, 511ull, 512ull, 513ull, 1000ull, 100000ull})
+    for (CodecKind c : {CodecKind::fp32, CodecKind::fp16, CodecKind::bf16}) {
+      SCOPED_TRACE(qsgd::to_string(c) + " n=" + std::to_string(n));
+      std::mt19937_64 rng(40 + n);
+      // Magnitudes [1, 2) * 2^e: up to 2^15 for fp16 and 2^127 for bf16/fp32
+      // stay below the overflow thresholds (65520, and bf16's rounding to 2^128).
+      const int lo = c == CodecKind::fp16 ? -28 : -140, hi = c == CodecKind::fp16 ? 14 : 126;
+      std::uniform_int_distribution<int> ex(lo, hi);
+      std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+      std::vector<float> v(n);
+      for (auto& x : v) x = (rng() & 1 ? -1.0f : 1.0f) * std::ldexp(mant(rng), ex(rng));
+      for (std::uint64_t i = 0; i < n; i += 13) v[i] = (i % 2) ? -0.0f : 0.0f;
+      if (n > 2) v[1] = c == CodecKind::fp16 ? 65504.0f : (c == CodecKind::bf16 ? 3.0e38f : std::numeric_limits<float>::max());
+      if (n > 2) v[2] = std::numeric_limits<float>::denorm_min();
+      Codec codec(config(c, 16, 64, Norm::max));
+      const Encoded e = encode_values(codec, to_device(v, std::max<std::uint64_t>(n, 1)), n, qsgd::RngKey{});
+      EXPECT_EQ(e.h.codec, static_cast<std::uint8_t>(c));
+      EXPECT_EQ(e.h.d, 1u);
+      EXPECT_EQ(e.h.s, 0u);
+      EXPECT_EQ(e.h.norm, 0u);
+      EXPECT_EQ(e.h.quantizer, 0u);
+      EXPECT_EQ(e.h.chunk, 0u);
+      EXPECT_EQ(e.h.nchunks, 0u);
+      const std::uint64_t bits = c == CodecKind::fp32 ? 32 : 16;
+      EXPECT_EQ(e.h.payload_bits, n * bits);
+      EXPECT_EQ(e.bytes, 64 + 8 * ((n * bits + 63) / 64));
+      EXPECT_EQ(e.h.checksum, qsgd::message_checksum_host(e.words.data(), e.bytes));
+      const MsgBuf buf(e.words, e.bytes);
+      Values out("out", std::max<std::uint64_t>(n, 1));
+      codec.decode(buf.view(), buf.bytes(), out);
+      const auto got = to_host(out, n);
+      std::vector<float> want(n);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        want[i] = c == CodecKind::fp32 ? v[i] : static_cast<float>(c == CodecKind::fp16 ? ref_half(v[i]) : ref_bf16(v[i]));
+        ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "element " << i << " = " << v[i];
+        if (c != CodecKind::fp32) {
+          const int mantbits = c == CodecKind::fp16 ? 10 : 7, emin = c == CodecKind::fp16 ? -14 : -126;
+          const double ulp = v[i] == 0 ? 0 : std::ldexp(1.0, std::max(std::ilogb(v[i]), emin) - mantbits);
+          ASSERT_LE(std::fabs(static_cast<double>(got[i]) - v[i]), ulp / 2) << "element " << i;
+        }
+      }
+      const auto acc0 = random_acc(n, 5);
+      const Values acc = to_device(acc0, std::max<std::uint64_t>(n, 1));
+      codec.decode_accumulate(buf.view(), buf.bytes(), 0.25f, acc);
+      const auto got_acc = to_host(acc, n);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const float prod = 0.25f * want[i];
+        const float sum = acc0[i] + prod;
+        ASSERT_EQ(float_bits(got_acc[i]), float_bits(sum)) << "acc " << i;
+      }
+      // A float message cannot be decoded into levels.
+      Quant q;
+      expect_error(Errc::invalid_argument, [&] { codec.decode(buf.view(), buf.bytes(), q); });
+      expect_error(Errc::invalid_argument, [&] { codec.encode(q, Words("o", 64)); });
+    }
+}
+
+// Spec section 2: "a vector with all |v_i| equal costs 4 bits in the dense
+// code" at s = sqrt(n), L2, one bucket: x = s |v| / ||v|| = 1 exactly, level 1
+// with certainty, omega(2) + sign = 4 bits, whatever the key.
+TEST(CodeLength, EqualMagnitudesCostFourBitsInTheDenseCode) {
+  const std::uint64_t n = 4096;
+  std::vector<float> v(n);
+  std::mt19937_64 rng(50);
+  for (auto& x : v) x = (rng() & 1) ? 1.0f : -1.0f;
+  Codec codec(config(CodecKind::elias_dense, 64, 0, Norm::l2));
+  for (std::uint64_t step = 0; step < 5; ++step) {
+    const Encoded e = encode_values(codec, to_device(v), n, qsgd::RngKey{1, step});
+    EXPECT_EQ(e.h.payload_bits, 4 * n);
+  }
+}
+
+// Output buffers: a too-small `out` is qsgd::Error buffer_too_small and nothing
+// is written past its extent. The buffer here is a subview of a larger View
+// whose tail holds a canary, so a write past the subview is detected without
+// corrupting the heap. Also too-short decode outputs and accumulators.
+TEST(Buffers, TooSmallOutputIsAnErrorAndNothingIsWrittenPastIt) {
+  const std::uint64_t n = 5000;
+  const auto v = roundtrip_input(n, 60);
+  const Values dv = to_device(v);
+  const std::uint64_t canary = 0xC0FFEE1234567890ull;
+  for (CodecKind c : {CodecKind::fp32, CodecKind::fp16, CodecKind::bf16, CodecKind::fixed, CodecKind::elias_sparse,
+                      CodecKind::elias_dense}) {
+    Codec codec(config(c, 16, 512, Norm::max, 512));
+    const Encoded e = encode_values(codec, dv, n, qsgd::RngKey{7});
+    const std::uint64_t need = e.bytes / 8;
+    const std::uint64_t payload_word = 8 + e.h.nchunks + (qsgd::is_quantized(c) ? (((n + 511) / 512) + 1) / 2 : 0);
+    for (std::uint64_t cap : {need - 1, payload_word + 1, std::uint64_t(8)}) {
+      SCOPED_TRACE(qsgd::to_string(c) + " capacity " + std::to_string(cap) + " of " + std::to_string(need) + " words");
+      Words big("big", need + 64);
+      Kokkos::deep_copy(big, canary);
+      Words out = Kokkos::subview(big, Kokkos::make_pair<std::uint64_t>(0, cap));
+      expect_error(Errc::buffer_too_small, [&] { codec.encode(dv, n, qsgd::RngKey{7}, out); });
+      const auto h = to_host(big, need + 64);
+      std::uint64_t first_bad = ~std::uint64_t(0);
+      for (std::uint64_t w = cap; w < need + 64; ++w)
+        if (h[w] != canary) {
+          first_bad = w;
+          break;
+        }
+      EXPECT_EQ(first_bad, ~std::uint64_t(0)) << "encode wrote word " << first_bad << " past the " << cap
+                                              << "-word output buffer";
+    }
+    const MsgBuf buf(e.words, e.bytes);
+    Values short_out("short", n - 1);
+    expect_error(Errc::buffer_too_small, [&] { codec.decode(buf.view(), buf.bytes(), short_out); });
+    expect_error(Errc::buffer_too_small, [&] { codec.decode_accumulate(buf.view(), buf.bytes(), 1.0f, short_out); });
+  }
+  Quant q;
+  Values small("small", 3);
+  expect_error(Errc::buffer_too_small, [&] {
+    qsgd::quantize(Exec(), config(CodecKind::fixed, 4, 0, Norm::l2), dv, n, qsgd::RngKey{}, q);
+    qsgd::dequantize(Exec(), q, small);
+  });
+}
+
+}  // namespace
