@@ -6,4 +6,5 @@
 #include "qsgd/kernels/crc32c.hpp"
 #include "qsgd/kernels/error.hpp"
 #include "qsgd/kernels/message.hpp"
+#include "qsgd/kernels/profiling.hpp"
 #include "qsgd/kernels/quantize.hpp"

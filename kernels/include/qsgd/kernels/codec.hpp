@@ -19,6 +19,7 @@
 #include "qsgd/kernels/detail/sinks.hpp"
 #include "qsgd/kernels/error.hpp"
 #include "qsgd/kernels/message.hpp"
+#include "qsgd/kernels/profiling.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd {
@@ -64,6 +65,7 @@ class Codec {
   // bytes. NaN/Inf input, or a value a 16-bit format cannot hold, throws and
   // leaves `out` unspecified.
   std::size_t encode(const const_values_view& v, std::uint64_t n, const RngKey& key, const words_view& out) {
+    prof::Scope range("qsgd/encode");
     if (n > v.extent(0)) throw Error(Errc::invalid_argument, "encode: n exceeds the input extent");
     if (!is_quantized(cfg_.codec)) return encode_floats(v, n, out);
     if (cfg_.codec == CodecKind::fixed) {
@@ -93,6 +95,7 @@ class Codec {
   // Encodes an already quantized vector (stochastic or deterministic) with
   // this codec's wire code (must be a quantized codec).
   std::size_t encode(const quantized_type& q, const words_view& out) {
+    prof::Scope range("qsgd/encode");
     if (!is_quantized(cfg_.codec))
       throw Error(Errc::invalid_argument, "encode: codec " + to_string(cfg_.codec) + " does not take quantized input");
     CodecConfig c = cfg_;
@@ -195,6 +198,7 @@ class Codec {
     exec_.fence();
     const MessageHeader h = parse_header(&raw, bytes, expect);
     grow(crc_blocks_, checksum_blocks(bytes), "qsgd::crc_blocks");
+    prof::Scope range("qsgd/checksum");
     const std::uint32_t sum = message_checksum(exec_, msg, bytes, crc_blocks_, crc_table_);
     if (sum != h.checksum)
       detail::throw_corrupt(h, "checksum mismatch (stored " + std::to_string(h.checksum) + ", computed " +
@@ -241,6 +245,7 @@ class Codec {
         reinterpret_cast<std::uint64_t*>(&h), header_bytes / 8);
     Kokkos::deep_copy(exec_, Kokkos::subview(out, Kokkos::make_pair<std::size_t>(0, header_bytes / 8)), hv);
     grow(crc_blocks_, checksum_blocks(h.total_bytes), "qsgd::crc_blocks");
+    prof::Scope range("qsgd/checksum");
     h.checksum = message_checksum(exec_, out, h.total_bytes, crc_blocks_, crc_table_);
     Kokkos::deep_copy(exec_, Kokkos::subview(out, header_bytes / 8 - 1), hv(header_bytes / 8 - 1));
     exec_.fence();
@@ -272,6 +277,7 @@ class Codec {
 
   template <class Sink>
   MessageHeader decode_body(const const_words_view& msg, const MessageHeader& h, const Sink& sink) {
+    prof::Scope range("qsgd/decode");
     const MessageLayout lay = layout_of(h);
     const CodecKind codec = static_cast<CodecKind>(h.codec);
     const std::uint64_t n = h.n;

@@ -14,6 +14,7 @@
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/dispatch.hpp"
 #include "qsgd/kernels/error.hpp"
+#include "qsgd/kernels/profiling.hpp"
 
 namespace qsgd {
 
@@ -346,6 +347,7 @@ template <class ExecSpace, class VView, class MemSpace>
 void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std::uint64_t n,
               const RngKey& key, Quantized<MemSpace>& q) {
   if (n > v.extent(0)) throw Error(Errc::invalid_argument, "quantize: n exceeds the input extent");
+  prof::Scope range("qsgd/quantize");
   const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
   q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
   const auto scales = q.scales;
@@ -403,6 +405,7 @@ void dequantize(const ExecSpace& exec, const Quantized<MemSpace>& q, const OutVi
 template <class ExecSpace, class VView, class MemSpace>
 void quantize_deterministic(const ExecSpace& exec, const VView& v, std::uint64_t n, Quantized<MemSpace>& q) {
   if (n > v.extent(0)) throw Error(Errc::invalid_argument, "quantize_deterministic: n exceeds the input extent");
+  prof::Scope range("qsgd/quantize");
   if (n > 0xFFFFFFFFull) throw Error(Errc::invalid_argument, "quantize_deterministic: n must fit 32 bits");
   q.reshape(n, static_cast<std::uint32_t>(n == 0 ? 1 : n), 1, Norm::l2, QuantizerKind::deterministic);
   if (n == 0) return;

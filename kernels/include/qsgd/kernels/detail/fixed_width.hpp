@@ -47,6 +47,116 @@ struct StoredSource {
   }
 };
 
+// Full 64-coordinate groups with a bit width known at compile time: every
+// shift and word boundary is a constant, so the loops unroll into straight
+// shifts and ORs. Word k of a group holds stream bits [64k, 64k + 64).
+template <int B, class WordView>
+KOKKOS_INLINE_FUNCTION void pack_full_group(const std::uint64_t* code, const WordView& payload, std::uint64_t w) {
+  for (int k = 0; k < B; ++k) {
+    std::uint64_t word = 0;
+    for (int j = (64 * k) / B; j <= (64 * k + 63) / B; ++j) {
+      const int sh = 64 * (k + 1) - (j + 1) * B;  // left shift that puts code j's last bit in place
+      word |= sh >= 0 ? (code[j] << sh) : (code[j] >> -sh);
+    }
+    payload(w + k) = word;
+  }
+}
+
+template <int B, class WordView>
+KOKKOS_INLINE_FUNCTION void unpack_full_group(const WordView& payload, std::uint64_t w, std::uint64_t* code) {
+  std::uint64_t wd[B];
+  for (int k = 0; k < B; ++k) wd[k] = payload(w + k);
+  for (int j = 0; j < 64; ++j) {
+    const int k = (j * B) / 64, off = (j * B) % 64;
+    std::uint64_t hi = wd[k] << off;
+    if (off + B > 64) hi |= wd[k + 1] >> (64 - off);
+    code[j] = hi >> (64 - B);
+  }
+}
+
+// Generic (any width, any count) versions.
+template <class WordView>
+KOKKOS_INLINE_FUNCTION void pack_codes(const std::uint64_t* code, std::uint32_t cnt, std::uint32_t b,
+                                       const WordView& payload, std::uint64_t w) {
+  std::uint64_t acc = 0;
+  std::uint32_t fill = 0;
+  for (std::uint32_t j = 0; j < cnt; ++j) {
+    const std::uint32_t room = 64 - fill;
+    if (b < room) {
+      acc |= code[j] << (room - b);
+      fill += b;
+    } else {
+      const std::uint32_t rest = b - room;
+      acc |= code[j] >> rest;
+      payload(w++) = acc;
+      acc = rest == 0 ? 0 : code[j] << (64 - rest);
+      fill = rest;
+    }
+  }
+  if (fill > 0) payload(w) = acc;
+}
+
+template <class WordView>
+KOKKOS_INLINE_FUNCTION void unpack_codes(const WordView& payload, std::uint64_t w, std::uint32_t cnt, std::uint32_t b,
+                                         std::uint64_t* code) {
+  std::uint64_t cur = payload(w);
+  std::uint32_t avail = 64;  // unread bits in cur, left-aligned
+  for (std::uint32_t j = 0; j < cnt; ++j) {
+    if (b <= avail) {
+      code[j] = cur >> (64 - b);
+      cur = b == 64 ? 0 : cur << b;
+      avail -= b;
+    } else {
+      const std::uint32_t rest = b - avail;
+      std::uint64_t c = avail == 0 ? 0 : (cur >> (64 - avail)) << rest;
+      cur = payload(++w);
+      c |= cur >> (64 - rest);
+      cur <<= rest;
+      avail = 64 - rest;
+      code[j] = c;
+    }
+  }
+}
+
+// Widths 2..9 (s = 1..255, the usual range) take the unrolled paths.
+template <class WordView>
+KOKKOS_INLINE_FUNCTION void pack_group(const std::uint64_t* code, std::uint32_t cnt, std::uint32_t b,
+                                       const WordView& payload, std::uint64_t w) {
+  if (cnt == fixed_group) {
+    switch (b) {
+      case 2: pack_full_group<2>(code, payload, w); return;
+      case 3: pack_full_group<3>(code, payload, w); return;
+      case 4: pack_full_group<4>(code, payload, w); return;
+      case 5: pack_full_group<5>(code, payload, w); return;
+      case 6: pack_full_group<6>(code, payload, w); return;
+      case 7: pack_full_group<7>(code, payload, w); return;
+      case 8: pack_full_group<8>(code, payload, w); return;
+      case 9: pack_full_group<9>(code, payload, w); return;
+      default: break;
+    }
+  }
+  pack_codes(code, cnt, b, payload, w);
+}
+
+template <class WordView>
+KOKKOS_INLINE_FUNCTION void unpack_group(const WordView& payload, std::uint64_t w, std::uint32_t cnt, std::uint32_t b,
+                                         std::uint64_t* code) {
+  if (cnt == fixed_group) {
+    switch (b) {
+      case 2: unpack_full_group<2>(payload, w, code); return;
+      case 3: unpack_full_group<3>(payload, w, code); return;
+      case 4: unpack_full_group<4>(payload, w, code); return;
+      case 5: unpack_full_group<5>(payload, w, code); return;
+      case 6: unpack_full_group<6>(payload, w, code); return;
+      case 7: unpack_full_group<7>(payload, w, code); return;
+      case 8: unpack_full_group<8>(payload, w, code); return;
+      case 9: unpack_full_group<9>(payload, w, code); return;
+      default: break;
+    }
+  }
+  unpack_codes(payload, w, cnt, b, code);
+}
+
 /*
  * encode_fixed
  * Purpose: pack n signed levels at b = 1 + bit_width(s) bits each.
@@ -77,23 +187,7 @@ void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std
           code[j] = static_cast<std::uint64_t>(static_cast<std::uint32_t>((l ^ neg) - neg)) |
                     (static_cast<std::uint64_t>(neg & 1) << lb);
         }
-        std::uint64_t w = g * b;
-        std::uint64_t acc = 0;
-        std::uint32_t fill = 0;
-        for (std::uint32_t j = 0; j < cnt; ++j) {
-          const std::uint32_t room = 64 - fill;
-          if (b < room) {
-            acc |= code[j] << (room - b);
-            fill += b;
-          } else {
-            const std::uint32_t rest = b - room;
-            acc |= code[j] >> rest;
-            payload(w++) = acc;
-            acc = rest == 0 ? 0 : code[j] << (64 - rest);
-            fill = rest;
-          }
-        }
-        if (fill > 0) payload(w) = acc;
+        pack_group(code, cnt, b, payload, g * b);
       });
 }
 
@@ -121,26 +215,12 @@ std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const
         const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
         const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
         std::int32_t lv[fixed_group];
-        std::uint64_t w = g * b;
-        std::uint64_t cur = payload(w);
-        std::uint32_t avail = 64;  // unread bits in cur, left-aligned
+        std::uint64_t code[fixed_group];
+        unpack_group(payload, g * b, cnt, b, code);
         std::uint32_t invalid = 0;
         for (std::uint32_t j = 0; j < cnt; ++j) {
-          std::uint64_t code;
-          if (b <= avail) {
-            code = cur >> (64 - b);
-            cur = b == 64 ? 0 : cur << b;
-            avail -= b;
-          } else {
-            const std::uint32_t rest = b - avail;
-            code = avail == 0 ? 0 : (cur >> (64 - avail)) << rest;
-            cur = payload(++w);
-            code |= cur >> (64 - rest);
-            cur <<= rest;
-            avail = 64 - rest;
-          }
-          const std::int32_t l = static_cast<std::int32_t>(code & lmask);
-          const std::int32_t neg = -static_cast<std::int32_t>(code >> lb);  // 0 or -1
+          const std::int32_t l = static_cast<std::int32_t>(code[j] & lmask);
+          const std::int32_t neg = -static_cast<std::int32_t>(code[j] >> lb);  // 0 or -1
           invalid |= static_cast<std::uint32_t>(l > static_cast<std::int32_t>(s)) |
                      static_cast<std::uint32_t>(neg != 0 && l == 0);
           lv[j] = (l ^ neg) - neg;

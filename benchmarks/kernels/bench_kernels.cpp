@@ -1,0 +1,441 @@
+// qsgd-bench-kernels: throughput of the kernels of qsgd::kernels against the
+// memory-copy ceiling measured in the same run (spec section 5).
+//
+// Benchmarks, each at n = 2^16, 2^18, ..., 2^26 (registered grouped by n, the
+// ceiling first, so every later benchmark at that n can divide by it):
+//   memcpy/kokkos             Kokkos::deep_copy of n floats, default memory space: the ceiling
+//   memcpy/std                std::memcpy of n floats in host memory, for reference
+//   quantize                  qsgd::quantize into a Quantized (levels stored)
+//   encode/<codec>            Codec::encode(v, key, out): fixed is the fused
+//                             quantize+pack path; the Elias codes quantize, then encode
+//   encode_only/<codec>       Codec::encode(q, out) of a vector quantized beforehand
+//   decode/<codec>            Codec::decode(msg, bytes, values)
+//   decode_accumulate/<codec> Codec::decode_accumulate(msg, bytes, w, acc)
+// Every encode and decode includes the message checksum (CRC32C tree) and the
+// header checks, as in real use.
+//
+// Metrics (every benchmark, memcpy included):
+//   bytes_per_second = 4 n * iterations / manual time   (bytes of fp32 input;
+//                      memcpy actually moves 8n bytes: read + write)
+//   frac_of_memcpy   = bytes_per_second / median bytes_per_second of
+//                      memcpy/kokkos at the same n in this run (absent on
+//                      memcpy/kokkos itself, and when the filter skipped it)
+//   bits_per_dim     = message bytes * 8 / n   (encode and decode only; the
+//                      message of the warm-up call, step 0)
+// At small n the buffers fit in cache and the ceiling is cache bandwidth;
+// the targets are stated at n = 2^24 (64 MiB of input), where it is DRAM.
+// Time per iteration is wall time from before the call to after
+// Kokkos::fence(), so device work is counted on every backend. The RNG key's
+// step changes every iteration. Each benchmark repeats (default 5; set
+// --benchmark_repetitions) and reports every repetition plus mean, median,
+// stddev, cv, min and max aggregates; read the medians.
+//
+// Performance targets at n = 2^24, d = 512, s = 16, max norm (run_targets.sh
+// runs exactly this and checks them); read the `frac_of_memcpy` counter of the
+// `_median` aggregate rows:
+//   encode/fixed/16777216/manual_time_median              frac_of_memcpy >= 0.50
+//   decode_accumulate/fixed/16777216/manual_time_median   frac_of_memcpy >= 0.50
+//   encode/elias-dense/16777216/manual_time_median        frac_of_memcpy >= 0.15
+//
+// Options of this program (before the Google Benchmark and Kokkos ones):
+//   --qsgd_s=16 --qsgd_d=512 --qsgd_norm=max|l2 --qsgd_chunk=4096
+//   --qsgd_n_min=65536 --qsgd_n_max=67108864   (powers of 4 from n_min)
+// JSON: --benchmark_out=FILE --benchmark_out_format=json.
+
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inputs.hpp"
+#include "provenance.hpp"
+#include "qsgd/kernels.hpp"
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+using Values = Kokkos::View<float*, Mem>;
+using Words = Kokkos::View<std::uint64_t*, Mem>;
+
+constexpr const char* program = "qsgd-bench-kernels";
+constexpr std::uint64_t input_seed = 42;
+constexpr float accumulate_weight = 0.25f;
+
+struct Settings {
+  std::uint32_t s = 16;
+  std::uint32_t d = 512;
+  qsgd::Norm norm = qsgd::Norm::max;
+  std::uint32_t chunk = 4096;
+  std::int64_t n_min = std::int64_t(1) << 16;
+  std::int64_t n_max = std::int64_t(1) << 26;
+
+  qsgd::CodecConfig codec(qsgd::CodecKind c) const {
+    qsgd::CodecConfig cfg;
+    cfg.codec = c;
+    cfg.s = s;
+    cfg.d = d;
+    cfg.norm = norm;
+    cfg.chunk = chunk;
+    return cfg;
+  }
+};
+
+const std::vector<qsgd::CodecKind>& all_codecs() {
+  static const std::vector<qsgd::CodecKind> all{qsgd::CodecKind::fixed, qsgd::CodecKind::elias_dense,
+                                                qsgd::CodecKind::elias_sparse, qsgd::CodecKind::fp16,
+                                                qsgd::CodecKind::bf16, qsgd::CodecKind::fp32};
+  return all;
+}
+
+qsgd::RngKey key_of(std::uint64_t step) { return qsgd::RngKey{1, step, 0, 0}; }
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const std::size_t m = x.size() / 2;
+  return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
+}
+double stat_min(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::min_element(x.begin(), x.end()); }
+double stat_max(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end()); }
+
+// State shared by all benchmarks of a run. Owns every View, so it must die
+// before Kokkos::finalize (it lives inside main's ScopeGuard scope).
+class Suite {
+ public:
+  explicit Suite(const Settings& s) : settings_(s) {}
+
+  const Settings& settings() const { return settings_; }
+  bool failed() const { return failed_; }
+
+  // Input, output and accumulator of size n. Benchmarks run grouped by n, so
+  // only one size is kept (2^26 floats are 256 MiB each).
+  struct Buffers {
+    std::uint64_t n = 0;
+    Values input, out, acc;
+  };
+  const Buffers& buffers(std::uint64_t n) {
+    if (buf_.n != n) {
+      buf_ = Buffers{};
+      buf_.input = qsgd::bench::make_input<Mem>(qsgd::bench::InputKind::gaussian, n, input_seed);
+      buf_.out = Values("qsgd::bench::out", n);
+      buf_.acc = Values("qsgd::bench::acc", n);
+      buf_.n = n;
+    }
+    return buf_;
+  }
+  void release() { buf_ = Buffers{}; }
+
+  enum class Role { ceiling, measured };
+
+  // The one timing harness. `body(step)` does one operation and returns the
+  // message size in bytes (0 when there is no message). One untimed warm-up
+  // call first (page faults, scratch growth), then each iteration is timed
+  // from before the call to after Kokkos::fence().
+  template <class Body>
+  void run(benchmark::State& state, Role role, Body&& body) {
+    const auto n = static_cast<std::uint64_t>(state.range(0));
+    std::size_t msg_bytes = 0;
+    double seconds = 0.0;
+    try {
+      msg_bytes = body(0);
+      Kokkos::fence();
+      std::uint64_t step = 1;
+      for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        body(step++);
+        Kokkos::fence();
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        state.SetIterationTime(dt);
+        seconds += dt;
+      }
+    } catch (const std::exception& e) {
+      failed_ = true;
+      state.SkipWithError(e.what());
+      return;
+    }
+    const double bytes = 4.0 * static_cast<double>(n) * static_cast<double>(state.iterations());
+    state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+    const double rate = seconds > 0.0 ? bytes / seconds : 0.0;
+    if (role == Role::ceiling) {
+      ceiling_[n].push_back({state.iterations(), rate});
+    } else if (const double ceiling = ceiling_of(n); ceiling > 0.0) {
+      state.counters["frac_of_memcpy"] = rate / ceiling;
+    }
+    if (msg_bytes > 0) state.counters["bits_per_dim"] = 8.0 * static_cast<double>(msg_bytes) / static_cast<double>(n);
+  }
+
+ private:
+  Settings settings_;
+  Buffers buf_;
+  // The ceiling of size n: median bytes/s of the memcpy/kokkos repetitions.
+  // Google Benchmark calls a benchmark several times with growing iteration
+  // counts to size the first repetition, then reuses the final count for
+  // every repetition; only calls with the largest count seen are reported
+  // runs, so only those count.
+  double ceiling_of(std::uint64_t n) const {
+    const auto it = ceiling_.find(n);
+    if (it == ceiling_.end() || it->second.empty()) return 0.0;
+    benchmark::IterationCount most = 0;
+    for (const auto& c : it->second) most = std::max(most, c.iterations);
+    std::vector<double> rates;
+    for (const auto& c : it->second)
+      if (c.iterations == most) rates.push_back(c.rate);
+    return median(rates);
+  }
+
+  struct CeilingRun {
+    benchmark::IterationCount iterations;
+    double rate;  // bytes of fp32 input per second
+  };
+  std::map<std::uint64_t, std::vector<CeilingRun>> ceiling_;  // memcpy/kokkos calls, by n
+  bool failed_ = false;
+};
+
+// ---- the benchmarks ---------------------------------------------------------
+
+void bm_memcpy_kokkos(benchmark::State& state, Suite* suite) {
+  const auto& b = suite->buffers(static_cast<std::uint64_t>(state.range(0)));
+  suite->run(state, Suite::Role::ceiling, [&](std::uint64_t) -> std::size_t {
+    Kokkos::deep_copy(b.out, b.input);
+    return 0;
+  });
+}
+
+void bm_memcpy_std(benchmark::State& state, Suite* suite) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  auto src = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b.input);
+  std::vector<float> dst(n);
+  suite->run(state, Suite::Role::measured, [&](std::uint64_t) -> std::size_t {
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    benchmark::ClobberMemory();
+    return 0;
+  });
+}
+
+void bm_quantize(benchmark::State& state, Suite* suite) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  const qsgd::CodecConfig cfg = suite->settings().codec(qsgd::CodecKind::fixed);
+  qsgd::Quantized<Mem> q;
+  suite->run(state, Suite::Role::measured, [&](std::uint64_t step) -> std::size_t {
+    qsgd::quantize(Exec(), cfg, b.input, n, key_of(step), q);
+    return 0;
+  });
+}
+
+void bm_encode(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  qsgd::Codec<Exec> codec(suite->settings().codec(c));
+  Words msg("qsgd::bench::msg", codec.max_message_bytes(n) / 8);
+  suite->run(state, Suite::Role::measured,
+             [&](std::uint64_t step) { return codec.encode(b.input, n, key_of(step), msg); });
+}
+
+void bm_encode_only(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  const qsgd::CodecConfig cfg = suite->settings().codec(c);
+  qsgd::Codec<Exec> codec(cfg);
+  Words msg("qsgd::bench::msg", codec.max_message_bytes(n) / 8);
+  qsgd::Quantized<Mem> q;
+  qsgd::quantize(Exec(), cfg, b.input, n, key_of(0), q);
+  suite->run(state, Suite::Role::measured, [&](std::uint64_t) { return codec.encode(q, msg); });
+}
+
+// A message of the input under codec c, for the decode benchmarks.
+struct Encoded {
+  Words msg;
+  std::size_t bytes = 0;
+};
+Encoded encode_once(qsgd::Codec<Exec>& codec, const Values& input, std::uint64_t n) {
+  Encoded e{Words("qsgd::bench::msg", codec.max_message_bytes(n) / 8), 0};
+  e.bytes = codec.encode(input, n, key_of(0), e.msg);
+  return e;
+}
+
+void bm_decode(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  qsgd::Codec<Exec> codec(suite->settings().codec(c));
+  const Encoded e = encode_once(codec, b.input, n);
+  suite->run(state, Suite::Role::measured, [&](std::uint64_t) {
+    codec.decode(e.msg, e.bytes, b.out);
+    return e.bytes;
+  });
+}
+
+void bm_decode_accumulate(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  qsgd::Codec<Exec> codec(suite->settings().codec(c));
+  const Encoded e = encode_once(codec, b.input, n);
+  Kokkos::deep_copy(b.acc, 0.0f);
+  suite->run(state, Suite::Role::measured, [&](std::uint64_t) {
+    codec.decode_accumulate(e.msg, e.bytes, accumulate_weight, b.acc);
+    return e.bytes;
+  });
+}
+
+// ---- registration and context ----------------------------------------------
+
+template <class Fn, class... Args>
+void add(const std::string& name, std::int64_t n, Fn fn, Args... args) {
+  benchmark::RegisterBenchmark(name.c_str(), fn, args...)
+      ->Arg(n)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->ComputeStatistics("min", stat_min)
+      ->ComputeStatistics("max", stat_max);
+}
+
+void register_all(Suite* suite) {
+  const Settings& s = suite->settings();
+  for (std::int64_t n = s.n_min; n <= s.n_max; n *= 4) {
+    add("memcpy/kokkos", n, bm_memcpy_kokkos, suite);  // first: the ceiling of this n
+    add("memcpy/std", n, bm_memcpy_std, suite);
+    add("quantize", n, bm_quantize, suite);
+    for (auto c : all_codecs()) add("encode/" + qsgd::to_string(c), n, bm_encode, suite, c);
+    for (auto c : all_codecs())
+      if (qsgd::is_quantized(c)) add("encode_only/" + qsgd::to_string(c), n, bm_encode_only, suite, c);
+    for (auto c : all_codecs()) add("decode/" + qsgd::to_string(c), n, bm_decode, suite, c);
+    for (auto c : all_codecs()) add("decode_accumulate/" + qsgd::to_string(c), n, bm_decode_accumulate, suite, c);
+  }
+}
+
+void add_context(const Settings& s) {
+  for (const auto& [k, v] : qsgd::bench::provenance()) benchmark::AddCustomContext(k, v);
+  benchmark::AddCustomContext("qsgd_n_range", std::to_string(s.n_min) + ".." + std::to_string(s.n_max) + " (x4)");
+  benchmark::AddCustomContext("qsgd_s", std::to_string(s.s));
+  benchmark::AddCustomContext("qsgd_d", std::to_string(s.d));
+  benchmark::AddCustomContext("qsgd_norm", qsgd::to_string(s.norm));
+  benchmark::AddCustomContext("qsgd_chunk", std::to_string(s.chunk));
+  benchmark::AddCustomContext("qsgd_input", "gaussian N(0,1), seed " + std::to_string(input_seed));
+  benchmark::AddCustomContext("qsgd_bytes_unit", "bytes_per_second = 4 n / time: bytes of fp32 input, memcpy included");
+  benchmark::AddCustomContext("qsgd_frac_of_memcpy",
+                              "bytes_per_second / median bytes_per_second of memcpy/kokkos at the same n, this run");
+}
+
+// ---- options ----------------------------------------------------------------
+
+void print_help() {
+  std::printf(
+      "%s: throughput of quantize/encode/decode against memcpy (Google Benchmark).\n"
+      "Options of this program:\n"
+      "  --qsgd_s=N          levels s (default 16)\n"
+      "  --qsgd_d=N          bucket size, 0 = one bucket (default 512)\n"
+      "  --qsgd_norm=max|l2  bucket scaling (default max)\n"
+      "  --qsgd_chunk=N      coordinates per chunk of the Elias codes (default 4096)\n"
+      "  --qsgd_n_min=N      smallest n (default 65536); sizes go up x4\n"
+      "  --qsgd_n_max=N      largest n (default 67108864)\n"
+      "Repetitions default to 5 (--benchmark_repetitions=R overrides).\n"
+      "Kokkos options (--kokkos-...) are accepted too.\n\n",
+      program);
+  benchmark::PrintDefaultHelp();
+}
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::uint64_t parse_count(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used, 10);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || text[0] == '-' || v < lo || v > hi)
+    throw UsageError(flag + " needs an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" +
+                     text + "'");
+  return v;
+}
+
+// Takes this program's --qsgd_* flags out of args; leaves the rest for
+// Google Benchmark. Adds --benchmark_repetitions=5 unless given.
+Settings parse_settings(std::vector<char*>& args) {
+  Settings s;
+  std::vector<char*> rest;
+  bool reps_given = false;
+  for (char* a : args) {
+    const std::string arg = a;
+    const auto eq = arg.find('=');
+    const std::string key = arg.substr(0, eq), val = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (key.rfind("--benchmark_repetitions", 0) == 0) reps_given = true;
+    if (key.rfind("--qsgd_", 0) != 0) {
+      rest.push_back(a);
+      continue;
+    }
+    if (key == "--qsgd_s") s.s = static_cast<std::uint32_t>(parse_count(key, val, 1, qsgd::max_levels));
+    else if (key == "--qsgd_d") s.d = static_cast<std::uint32_t>(parse_count(key, val, 0, 0xFFFFFFFFull));
+    else if (key == "--qsgd_chunk") s.chunk = static_cast<std::uint32_t>(parse_count(key, val, 1, 0xFFFFFFFFull));
+    else if (key == "--qsgd_n_min") s.n_min = static_cast<std::int64_t>(parse_count(key, val, 1, std::uint64_t(1) << 34));
+    else if (key == "--qsgd_n_max") s.n_max = static_cast<std::int64_t>(parse_count(key, val, 1, std::uint64_t(1) << 34));
+    else if (key == "--qsgd_norm") {
+      try {
+        s.norm = qsgd::parse_norm(val);
+      } catch (const qsgd::Error& e) {
+        throw UsageError(e.what());
+      }
+    } else {
+      throw UsageError("unknown option " + arg + " (try --help)");
+    }
+  }
+  if (s.n_min > s.n_max) throw UsageError("--qsgd_n_min is larger than --qsgd_n_max");
+  static char default_reps[] = "--benchmark_repetitions=5";
+  if (!reps_given) rest.push_back(default_reps);
+  args = rest;
+  return s;
+}
+
+int run_program(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  Settings settings;
+  try {
+    settings = parse_settings(args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 2;
+  }
+  for (const auto q : {qsgd::CodecKind::fixed, qsgd::CodecKind::elias_dense}) qsgd::validate(settings.codec(q));
+  int bargc = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&bargc, args.data(), print_help);
+  if (benchmark::ReportUnrecognizedArguments(bargc, args.data())) return 2;
+  add_context(settings);
+  Suite suite(settings);
+  register_all(&suite);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  suite.release();
+  if (suite.failed()) {
+    std::fprintf(stderr, "%s: error: at least one benchmark failed (see error_message above)\n", program);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_program(argc, argv);
+  } catch (const qsgd::Error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+  }
+  return 1;
+}

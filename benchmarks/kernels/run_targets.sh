@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs qsgd-bench-kernels at n = 2^24 (d = 512, s = 16, max norm), 5
+# repetitions, pinned to one core when taskset exists, writes the Google
+# Benchmark JSON and prints the medians against the kernel targets:
+#   encode/fixed              (fused quantize + fixed-width pack)  frac_of_memcpy >= 0.50
+#   decode_accumulate/fixed                                        frac_of_memcpy >= 0.50
+#   encode/elias-dense        (quantize + Elias dense code)        frac_of_memcpy >= 0.15
+# frac_of_memcpy = bytes/s of fp32 input / median bytes/s of memcpy/kokkos
+# (Kokkos::deep_copy of the same n floats) measured in the same run.
+#
+# Usage: run_targets.sh BUILD_DIR [OUT_JSON] [extra qsgd-bench-kernels args...]
+# Exit status: 0 all targets met, 3 a target missed, other: the run failed.
+set -euo pipefail
+
+if [[ $# -lt 1 || "$1" == -h || "$1" == --help ]]; then
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  exit $(( $# < 1 ? 2 : 0 ))
+fi
+build_dir=$1
+out_json=${2:-$build_dir/qsgd-bench-kernels-targets.json}
+shift $(( $# >= 2 ? 2 : 1 ))
+
+exe=$build_dir/benchmarks/qsgd-bench-kernels
+if [[ ! -x $exe ]]; then
+  echo "run_targets.sh: error: $exe not found; build first (cmake --build --preset release)" >&2
+  exit 1
+fi
+python=/usr/bin/python3
+[[ -x $python ]] || python=$(command -v python3 || true)
+if [[ -z $python ]]; then
+  echo "run_targets.sh: error: python3 is needed to read the JSON" >&2
+  exit 1
+fi
+pin=()
+if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
+
+"${pin[@]}" "$exe" --benchmark_filter='/16777216/' --benchmark_repetitions=5 \
+  --benchmark_out="$out_json" --benchmark_out_format=json "$@" >&2
+
+"$python" - "$out_json" <<'EOF'
+import json, sys
+
+targets = {"encode/fixed": 0.50, "decode_accumulate/fixed": 0.50, "encode/elias-dense": 0.15}
+doc = json.load(open(sys.argv[1]))
+rows = []
+# Medians; with a single repetition there are no aggregates: take the run itself.
+single = all(b.get("repetitions", 1) == 1 for b in doc["benchmarks"])
+for b in doc["benchmarks"]:
+    if b.get("error_occurred"):
+        sys.exit("run_targets.sh: error: %s failed: %s" % (b["name"], b.get("error_message", "")))
+    if not (single or (b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median")):
+        continue
+    name = b["run_name"].split("/16777216")[0]
+    rows.append((name, b["bytes_per_second"] / 1e9, b.get("frac_of_memcpy"), b.get("bits_per_dim")))
+if not rows:
+    sys.exit("run_targets.sh: error: no median rows in %s" % sys.argv[1])
+
+ctx = doc["context"]
+print("n = 2^24, s = %s, d = %s, norm = %s, %s, git %s, %s; medians of %s repetitions"
+      % (ctx.get("qsgd_s"), ctx.get("qsgd_d"), ctx.get("qsgd_norm"), ctx.get("kokkos_execution_space"),
+         ctx.get("qsgd_git_hash"), ctx.get("host_name"),
+         next((b["repetitions"] for b in doc["benchmarks"] if "repetitions" in b), "?")))
+print("GB/s = 1e9 bytes of fp32 input (4n) per second; frac = GB/s / memcpy/kokkos GB/s (same run)\n")
+fmt = "%-30s %9s %8s %9s %8s %7s"
+print(fmt % ("benchmark", "GB/s", "frac", "bits/dim", "target", ""))
+missed = 0
+for name, gbs, frac, bits in rows:
+    t = targets.get(name)
+    verdict = "ceiling" if name == "memcpy/kokkos" else ""
+    if t is not None:
+        ok = frac is not None and frac >= t
+        verdict = "pass" if ok else "MISS"
+        missed += not ok
+    print(fmt % (name, "%.3f" % gbs, "-" if frac is None else "%.3f" % frac,
+                 "-" if bits is None else "%.3f" % bits, "-" if t is None else ">= %.2f" % t, verdict))
+missing = [t for t in targets if t not in {r[0] for r in rows}]
+if missing:
+    sys.exit("run_targets.sh: error: no result for " + ", ".join(missing))
+print("\n%d of %d targets met; JSON: %s" % (len(targets) - missed, len(targets), sys.argv[1]))
+sys.exit(3 if missed else 0)
+EOF
