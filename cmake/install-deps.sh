@@ -25,9 +25,10 @@ pkgs=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libbenchmark-dev libgtest-dev
+  zlib1g-dev dataset-fashion-mnist
 )
 if [ "$want_python" = 1 ]; then
-  pkgs+=(python3-numpy python3-h5py python3-matplotlib)
+  pkgs+=(python3-numpy python3-h5py python3-matplotlib python3-torch)
 fi
 if [ "$want_cuda" = 1 ]; then
   pkgs+=(nvidia-cuda-toolkit g++-11 dpkg-dev)

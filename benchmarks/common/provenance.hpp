@@ -19,6 +19,15 @@ inline std::string kokkos_version() {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
+// CUDA runtime the kernels were built against, or "none".
+inline std::string cuda_version() {
+#if defined(KOKKOS_ENABLE_CUDA) && defined(CUDART_VERSION)
+  return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+#else
+  return "none";
+#endif
+}
+
 inline KeyValues provenance() {
   using Exec = Kokkos::DefaultExecutionSpace;
   return {

@@ -1,0 +1,513 @@
+// qsgd-bench-exchange: the exchange strategies under mpirun, nccl-tests style.
+//
+// For each size (-b to -e bytes of fp32 gradient, factor -f) and each
+// strategy x codec, every rank averages its own deterministic gradient
+// (input `--input`, seed + rank) -w times untimed, then -n times timed:
+//   barrier; t0; exchange.average(); fence; t = now - t0
+// Each iteration's time is the maximum over ranks; the rows report its
+// median, min and p99 over the iterations (raw samples in the JSON file).
+// Derived columns (docs/exchange.md has the definitions):
+//   algbw      = 4 n / median time                     (fp32 bytes averaged per second)
+//   wire B     = bytes received per rank per operation, bandwidth-optimal schedule,
+//                mean over iterations, maximum over ranks (the bottleneck rank)
+//   bits/dim   = 8 x bytes of a rank's first-stage messages / n, mean over ranks and iterations
+//   wirebw     = wire B / median time, and its fraction of the ring link ceiling
+//                measured in the same run (each rank MPI_Sendrecv's to rank+1)
+//   quant, enc, comm, dec = medians over iterations of the per-iteration maximum
+//                over ranks of each phase (they need not add up to the time); a
+//                '*' marks rows whose fixed-width encoder quantizes on the fly
+//                (that quantization is inside enc)
+//   x allreduce = median time / median time of fp32 MPI_Allreduce, same size and ranks
+// After the timed loop (outside it) every row checks that all ranks hold the
+// same bits and reports ||out - avg||^2 / ||avg||^2 against the exact average.
+//
+// Usage: mpirun -np K qsgd-bench-exchange [-b 4M] [-e 64M] [-f 4] [-w 3] [-n 10]
+//          [--strategies allreduce,allreduce16,allgather,param-server,scatter-reduce]
+//          [--codecs fixed,elias-dense] [--levels 16] [--bucket 512] [--norm max]
+//          [--half bf16] [--input gaussian] [--seed 1] [-o FILE.json] [--no-check]
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "inputs.hpp"
+#include "provenance.hpp"
+#include "qsgd/comm.hpp"
+#include "qsgd/kernels.hpp"
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+using qsgd::comm::StrategyKind;
+
+constexpr const char* schema = "qsgd.bench.exchange/1";
+
+struct Options {
+  std::uint64_t min_bytes = std::uint64_t(4) << 20, max_bytes = std::uint64_t(64) << 20;
+  std::uint64_t factor = 4;
+  int warmup = 3, iters = 10;
+  std::vector<StrategyKind> strategies = {StrategyKind::allreduce, StrategyKind::allreduce16, StrategyKind::allgather,
+                                          StrategyKind::param_server, StrategyKind::scatter_reduce};
+  std::vector<qsgd::CodecKind> codecs = {qsgd::CodecKind::fixed, qsgd::CodecKind::elias_dense};
+  std::uint32_t s = 16, d = 512;
+  qsgd::Norm norm = qsgd::Norm::max;
+  qsgd::CodecKind half = qsgd::CodecKind::bf16;
+  qsgd::bench::InputKind input = qsgd::bench::InputKind::gaussian;
+  std::uint64_t seed = 1;
+  std::string json;
+  bool check = true;
+};
+
+[[noreturn]] void usage(int code) {
+  std::fprintf(code ? stderr : stdout,
+               "usage: mpirun -np K qsgd-bench-exchange [options]\n"
+               "  -b, --minbytes B     smallest gradient in fp32 bytes (suffix K, M, G; default 4M)\n"
+               "  -e, --maxbytes B     largest (default 64M)\n"
+               "  -f, --stepfactor F   size multiplier (default 4)\n"
+               "  -w, --warmup N       untimed iterations per row (default 3)\n"
+               "  -n, --iters N        timed iterations per row (default 10)\n"
+               "  --strategies LIST    allreduce,allreduce16,allgather,param-server,scatter-reduce\n"
+               "  --codecs LIST        codecs of the compressed strategies (default fixed,elias-dense)\n"
+               "  --levels S           quantization levels s (default 16: the paper's 4-bit)\n"
+               "  --bucket D           bucket size d (default 512)\n"
+               "  --norm max|l2        bucket scaling (default max)\n"
+               "  --half bf16|fp16     format of allreduce16 (default bf16)\n"
+               "  --input NAME         gaussian, student-t3, sparse90, layered (default gaussian)\n"
+               "  --seed N             input seed; rank r uses seed + r (default 1)\n"
+               "  -o, --json FILE      write the results as JSON\n"
+               "  --no-check           skip the identical-bits and error check\n");
+  std::exit(code);
+}
+
+std::uint64_t parse_bytes(const std::string& s) {
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  std::uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k')
+    mult = 1ull << 10;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1ull << 20;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1ull << 30;
+  else if (*end != '\0')
+    usage(2);
+  return static_cast<std::uint64_t>(x * static_cast<double>(mult));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help")
+      usage(0);
+    else if (a == "-b" || a == "--minbytes")
+      o.min_bytes = parse_bytes(value());
+    else if (a == "-e" || a == "--maxbytes")
+      o.max_bytes = parse_bytes(value());
+    else if (a == "-f" || a == "--stepfactor")
+      o.factor = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "-w" || a == "--warmup")
+      o.warmup = std::atoi(value().c_str());
+    else if (a == "-n" || a == "--iters")
+      o.iters = std::atoi(value().c_str());
+    else if (a == "--strategies") {
+      o.strategies.clear();
+      for (const auto& s : split(value())) o.strategies.push_back(qsgd::comm::parse_strategy(s));
+    } else if (a == "--codecs") {
+      o.codecs.clear();
+      for (const auto& s : split(value())) o.codecs.push_back(qsgd::parse_codec(s));
+    } else if (a == "--levels")
+      o.s = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
+    else if (a == "--bucket")
+      o.d = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
+    else if (a == "--norm")
+      o.norm = qsgd::parse_norm(value());
+    else if (a == "--half")
+      o.half = qsgd::parse_codec(value());
+    else if (a == "--input") {
+      if (!qsgd::bench::parse_input(value(), o.input)) usage(2);
+    } else if (a == "--seed")
+      o.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "-o" || a == "--json")
+      o.json = value();
+    else if (a == "--no-check")
+      o.check = false;
+    else
+      usage(2);
+  }
+  if (o.factor < 2 || o.iters < 1 || o.warmup < 0 || o.min_bytes < 4 || o.max_bytes < o.min_bytes) usage(2);
+  if (o.half != qsgd::CodecKind::bf16 && o.half != qsgd::CodecKind::fp16) usage(2);
+  return o;
+}
+
+// The ratio column needs the fp32 baseline: it always runs first.
+struct Variant {
+  StrategyKind strategy;
+  qsgd::CodecConfig codec;
+};
+
+std::vector<Variant> variants(const Options& o) {
+  std::vector<Variant> v;
+  qsgd::CodecConfig base;
+  base.s = o.s;
+  base.d = o.d;
+  base.norm = o.norm;
+  base.codec = qsgd::CodecKind::fp32;
+  v.push_back({StrategyKind::allreduce, base});
+  for (StrategyKind k : o.strategies) {
+    if (k == StrategyKind::allreduce) continue;
+    if (k == StrategyKind::allreduce16) {
+      qsgd::CodecConfig c = base;
+      c.codec = o.half;
+      v.push_back({k, c});
+      continue;
+    }
+    for (qsgd::CodecKind ck : o.codecs) {
+      qsgd::CodecConfig c = base;
+      c.codec = ck;
+      v.push_back({k, c});
+    }
+  }
+  return v;
+}
+
+std::string codec_label(const Variant& v) {
+  if (v.strategy == StrategyKind::allreduce) return "fp32";
+  return qsgd::to_string(v.codec.codec);
+}
+
+// Which "b-bit" naming a row uses (spec section 1): s = 2^b is the paper's.
+std::string naming(const Variant& v) {
+  if (!qsgd::is_quantized(v.codec.codec)) return "-";
+  const std::uint32_t s = v.codec.s;
+  std::string n = "s=" + std::to_string(s);
+  if (s >= 2 && (s & (s - 1)) == 0) {
+    int b = 0;
+    while ((1u << b) < s) ++b;
+    n += " (paper " + std::to_string(b) + "-bit)";
+  } else if (((s + 1) & s) == 0) {
+    int b = 0;
+    while ((1u << b) < s + 1) ++b;
+    n += " (wire " + std::to_string(b + 1) + "-bit)";
+  }
+  return n;
+}
+
+struct Row {
+  Variant v;
+  std::uint64_t n = 0;
+  std::vector<double> samples;  // per iteration, max over ranks
+  double median = 0, min = 0, p99 = 0;
+  double quantize = 0, encode = 0, comm = 0, decode = 0;
+  bool fused = false;
+  double wire_bytes = 0, bits_per_dim = 0, requant_bits_per_dim = 0;
+  double ratio = 0;
+  bool identical = false;
+  double rel_err = -1;
+};
+
+double median_of(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const std::size_t m = x.size() / 2;
+  return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
+}
+
+// Nearest-rank percentile.
+double percentile(std::vector<double> x, double p) {
+  std::sort(x.begin(), x.end());
+  std::size_t k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(x.size())));
+  k = std::min(std::max<std::size_t>(k, 1), x.size());
+  return x[k - 1];
+}
+
+std::vector<double> max_over_ranks(std::vector<double> x) {
+  MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(x.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return x;
+}
+
+double sum_over_ranks(double x) {
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return x;
+}
+
+double max_over_ranks(double x) {
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return x;
+}
+
+// Per-rank receive bandwidth when every rank sends `bytes` to rank + 1 and
+// receives from rank - 1 at once (the pattern of a ring collective), GB/s.
+double ring_ceiling(const qsgd::comm::Communicator& comm, std::uint64_t bytes) {
+  const int K = comm.size(), r = comm.rank();
+  if (K < 2) return 0;
+  std::vector<char> a(bytes, 1), b(bytes);
+  std::vector<double> t;
+  for (int i = 0; i < 6; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    MPI_Sendrecv(a.data(), static_cast<int>(bytes), MPI_BYTE, (r + 1) % K, 7, b.data(), static_cast<int>(bytes),
+                 MPI_BYTE, (r + K - 1) % K, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) t.push_back(max_over_ranks(dt));
+  }
+  return static_cast<double>(bytes) / median_of(t) / 1e9;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else
+      out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_number(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string mpi_library() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, static_cast<std::size_t>(len));
+  const auto nl = s.find_first_of("\n,");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+std::vector<std::string> host_names(int ranks) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(static_cast<std::size_t>(ranks) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (int r = 0; r < ranks; ++r) {
+    std::string h(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+  }
+  return out;
+}
+
+Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Variant& v,
+            const Kokkos::View<float*, Mem>& in, const std::vector<double>& avg) {
+  qsgd::comm::ExchangeConfig cfg;
+  cfg.strategy = v.strategy;
+  cfg.codec = v.codec;
+  cfg.seed = o.seed;
+  auto ex = qsgd::comm::make_exchange(cfg, comm);
+  const std::uint64_t n = in.extent(0);
+  Kokkos::View<float*, Mem> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "out"), n);
+  for (int i = 0; i < o.warmup; ++i) ex->average(in, out, 0, static_cast<std::uint64_t>(i));
+  const int T = o.iters;
+  std::vector<double> t(T), q(T), e(T), c(T), d(T);
+  double wire = 0, enc_bytes = 0, req_bytes = 0;
+  bool fused = false;
+  for (int i = 0; i < T; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    ex->average(in, out, 0, static_cast<std::uint64_t>(o.warmup + i));
+    Kokkos::fence();
+    t[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto& st = ex->last_stats();
+    q[i] = st.quantize_s;
+    e[i] = st.encode_s;
+    c[i] = st.comm_s;
+    d[i] = st.decode_s;
+    wire += static_cast<double>(st.wire_bytes);
+    enc_bytes += static_cast<double>(st.encoded_bytes);
+    req_bytes += static_cast<double>(st.requantized_bytes);
+    fused = st.fused_quantize;
+  }
+  Row row;
+  row.v = v;
+  row.n = n;
+  row.samples = max_over_ranks(t);
+  row.median = median_of(row.samples);
+  row.min = *std::min_element(row.samples.begin(), row.samples.end());
+  row.p99 = percentile(row.samples, 0.99);
+  row.quantize = median_of(max_over_ranks(q));
+  row.encode = median_of(max_over_ranks(e));
+  row.comm = median_of(max_over_ranks(c));
+  row.decode = median_of(max_over_ranks(d));
+  row.fused = fused;
+  row.wire_bytes = max_over_ranks(wire / T);
+  const double K = comm.size();
+  row.bits_per_dim = n ? 8.0 * sum_over_ranks(enc_bytes / T) / K / static_cast<double>(n) : 0;
+  // Requantized messages: one per rank for scatter-reduce, the server's for param-server.
+  const double req = sum_over_ranks(req_bytes / T);
+  row.requant_bits_per_dim = n ? 8.0 * req / static_cast<double>(n) : 0;
+  if (o.check) {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+    const auto hashes = comm.allgather(qsgd::comm::fnv1a(h.data(), n * sizeof(float), n));
+    row.identical = std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t x) { return x == hashes[0]; });
+    double err = 0, ref = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      err += (h(i) - avg[i]) * (h(i) - avg[i]);
+      ref += avg[i] * avg[i];
+    }
+    row.rel_err = ref > 0 ? err / ref : 0;
+  }
+  return row;
+}
+
+void print_header(int ranks) {
+  std::printf(
+      "# ranks %d; time: per-iteration max over ranks; algbw = 4n/median; wire B: received per rank "
+      "(max over ranks)\n",
+      ranks);
+  std::printf("#%12s %10s  %-15s %-12s %-20s %8s %12s %10s %10s %10s %8s %8s %8s %8s %8s %9s %5s %9s\n", "size(B)",
+              "count", "strategy", "codec", "levels", "bits/dim", "wire B", "med(ms)", "min(ms)", "p99(ms)", "algbw",
+              "quant", "enc", "comm", "dec", "x allred", "same", "rel.err");
+}
+
+void print_row(const Row& r) {
+  auto ms = [](double s) { return s * 1e3; };
+  // '*': (some of) the quantization runs fused into the fixed-width encoder and is timed as enc.
+  char quant[16];
+  std::snprintf(quant, sizeof quant, r.fused ? "%7.2f*" : "%8.2f", ms(r.quantize));
+  std::printf(
+      " %12llu %10llu  %-15s %-12s %-20s %8.3f %12.0f %10.2f %10.2f %10.2f %8.3f %s %8.2f %8.2f %8.2f %9.3f %5s "
+      "%9.2e\n",
+      static_cast<unsigned long long>(r.n * 4), static_cast<unsigned long long>(r.n),
+      qsgd::comm::to_string(r.v.strategy).c_str(), codec_label(r.v).c_str(), naming(r.v).c_str(), r.bits_per_dim,
+      r.wire_bytes, ms(r.median), ms(r.min), ms(r.p99), 4.0 * r.n / r.median / 1e9, quant, ms(r.encode), ms(r.comm),
+      ms(r.decode), r.ratio, r.rel_err < 0 ? "-" : (r.identical ? "yes" : "NO"), r.rel_err < 0 ? 0.0 : r.rel_err);
+  std::fflush(stdout);
+}
+
+void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const std::vector<std::string>& hosts,
+                double ceiling, std::uint64_t ceiling_bytes) {
+  std::ofstream os(o.json);
+  os << "{\n  \"schema\": " << json_string(schema) << ",\n  \"context\": {\n";
+  for (const auto& [k, v] : qsgd::bench::provenance())
+    os << "    " << json_string(k) << ": " << json_string(v) << ",\n";
+  os << "    \"mpi_library\": " << json_string(mpi_library()) << ",\n    \"mpi_ranks\": " << ranks
+     << ",\n    \"hosts\": [";
+  for (std::size_t i = 0; i < hosts.size(); ++i) os << (i ? ", " : "") << json_string(hosts[i]);
+  os << "],\n    \"date\": " << json_string(utc_now()) << "\n  },\n";
+  os << "  \"parameters\": {\"warmup\": " << o.warmup << ", \"iters\": " << o.iters << ", \"s\": " << o.s
+     << ", \"d\": " << o.d << ", \"norm\": " << json_string(qsgd::to_string(o.norm))
+     << ", \"input\": " << json_string(qsgd::bench::to_string(o.input))
+     << ", \"input_description\": " << json_string(qsgd::bench::describe(o.input)) << ", \"seed\": " << o.seed
+     << ", \"rank_seed\": \"seed + rank\"},\n";
+  os << "  \"ceiling\": {\"kind\": \"ring MPI_Sendrecv, received bytes per rank per second\", \"bytes\": "
+     << ceiling_bytes << ", \"GBps\": " << json_number(ranks > 1 ? ceiling : NAN) << "},\n";
+  os << "  \"rows\": [";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const double algbw = 4.0 * r.n / r.median / 1e9, wirebw = r.wire_bytes / r.median / 1e9;
+    os << (i ? ",\n" : "\n") << "    {\"strategy\": " << json_string(qsgd::comm::to_string(r.v.strategy))
+       << ", \"codec\": " << json_string(codec_label(r.v)) << ", \"levels\": " << json_string(naming(r.v))
+       << ", \"s\": " << (qsgd::is_quantized(r.v.codec.codec) ? r.v.codec.s : 0)
+       << ", \"d\": " << (qsgd::is_quantized(r.v.codec.codec) ? r.v.codec.d : 0)
+       << ", \"norm\": " << json_string(qsgd::is_quantized(r.v.codec.codec) ? qsgd::to_string(r.v.codec.norm) : "none")
+       << ", \"ranks\": " << ranks << ", \"count\": " << r.n << ", \"bytes\": " << r.n * 4
+       << ", \"time_median_s\": " << json_number(r.median) << ", \"time_min_s\": " << json_number(r.min)
+       << ", \"time_p99_s\": " << json_number(r.p99) << ", \"algbw_GBps\": " << json_number(algbw)
+       << ", \"wire_bytes_per_rank\": " << json_number(r.wire_bytes) << ", \"wire_GBps\": " << json_number(wirebw)
+       << ", \"wire_fraction_of_ceiling\": " << json_number(ranks > 1 && ceiling > 0 ? wirebw / ceiling : NAN)
+       << ", \"bits_per_dim\": " << json_number(r.bits_per_dim)
+       << ", \"requantized_bits_per_dim\": " << json_number(r.requant_bits_per_dim)
+       << ", \"quantize_s\": " << json_number(r.quantize)
+       << ", \"quantize_fused_into_encode\": " << (r.fused ? "true" : "false")
+       << ", \"encode_s\": " << json_number(r.encode) << ", \"comm_s\": " << json_number(r.comm)
+       << ", \"decode_s\": " << json_number(r.decode) << ", \"ratio_to_allreduce\": " << json_number(r.ratio)
+       << ", \"identical_on_all_ranks\": " << (r.rel_err < 0 ? "null" : (r.identical ? "true" : "false"))
+       << ", \"rel_error\": " << json_number(r.rel_err < 0 ? NAN : r.rel_err) << ", \"samples_s\": [";
+    for (std::size_t k = 0; k < r.samples.size(); ++k) os << (k ? ", " : "") << json_number(r.samples[k]);
+    os << "]}";
+  }
+  os << "\n  ]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  {
+    Kokkos::ScopeGuard guard(argc, argv);
+    const Options o = parse(argc, argv);
+    const auto comm = qsgd::comm::Communicator::world();
+    const int K = comm.size(), me = comm.rank();
+    const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
+    const double ceiling = ring_ceiling(comm, ceiling_bytes);
+    if (me == 0) {
+      std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank), warmup %d, iters %d, %s\n", K,
+                  qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.warmup, o.iters,
+                  mpi_library().c_str());
+      if (K > 1)
+        std::printf("# link ceiling: ring MPI_Sendrecv of %llu bytes: %.2f GB/s received per rank\n",
+                    static_cast<unsigned long long>(ceiling_bytes), ceiling);
+      print_header(K);
+    }
+    std::vector<Row> rows;
+    for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+      const std::uint64_t n = bytes / 4;
+      const auto in = qsgd::bench::make_input<Mem>(o.input, n, o.seed + static_cast<std::uint64_t>(me));
+      std::vector<double> avg;
+      if (o.check) {  // exact average in double, outside every timed region
+        auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in);
+        avg.assign(h.data(), h.data() + n);
+        MPI_Allreduce(MPI_IN_PLACE, avg.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        for (double& x : avg) x /= K;
+      }
+      double base = 0;
+      for (const Variant& v : variants(o)) {
+        Row r = measure(o, comm, v, in, avg);
+        if (v.strategy == StrategyKind::allreduce) base = r.median;
+        r.ratio = r.median / base;
+        if (me == 0) print_row(r);
+        if (o.check && !r.identical) status = 1;
+        rows.push_back(r);
+      }
+    }
+    const auto hosts = host_names(K);  // collective
+    if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes);
+    if (me == 0 && status) std::fprintf(stderr, "qsgd-bench-exchange: some rows differ across ranks\n");
+  }
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,76 @@
+#pragma once
+// Per-step, per-rank traces of a training run, in HDF5 (schema in
+// docs/traces.md). Rank 0 owns the file; other ranks send their records to it.
+//
+// Crash safety: the file is never open while the run goes on. Each flush
+// writes the whole trace (every raw sample so far) to "<path>.tmp", closes it
+// and renames it over <path>; rename is atomic, so a run killed at any moment
+// leaves either the previous complete file or the new complete file, each
+// readable by h5dump and holding every step up to its flush.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace qsgd::trace {
+
+constexpr int schema_version = 1;
+
+// One rank's timings for one step (seconds) and what it sent.
+struct StepRecord {
+  std::int64_t step = 0;
+  std::int32_t epoch = 0;
+  double forward = 0, backward = 0, quantize = 0, encode = 0;
+  double exchange_exposed = 0;     // time the step waited for the exchange
+  double exchange_overlapped = 0;  // exchange time hidden behind backward
+  double decode = 0, update = 0, step_time = 0;
+  std::uint64_t wire_bytes = 0;    // bytes this rank sent in the step
+  double bits_per_dim = 0;         // 8 * compressed bytes / gradient elements
+  double loss = 0;
+};
+
+struct EpochRecord {
+  std::int32_t epoch = 0;
+  double epoch_time = 0;     // seconds, max over ranks
+  double train_loss = 0;     // mean over the epoch's steps and ranks
+  double test_loss = 0;
+  double test_accuracy = 0;  // fraction in [0, 1]
+  std::int64_t steps = 0;
+};
+
+// Text attributes of the root group: provenance and configuration.
+using Attributes = std::map<std::string, std::string>;
+
+class TraceWriter {
+ public:
+  // Creates nothing on disk until the first flush. Refuses (qsgd-style
+  // std::runtime_error naming the path) to overwrite an existing file unless
+  // `resume` is set, in which case the records already in it are loaded.
+  TraceWriter(std::string path, int ranks, Attributes attrs, bool resume);
+
+  void add_step(const std::vector<StepRecord>& per_rank);  // one record per rank
+  void add_epoch(const EpochRecord& e);
+  void set_attribute(const std::string& key, const std::string& value) { attrs_[key] = value; }
+  void flush();  // atomic rewrite, see above
+  // Keeps only what a resumed run does not redo: steps below `steps_done`
+  // and epochs below `epochs_done`.
+  void truncate(std::int64_t steps_done, std::int32_t epochs_done);
+
+  std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
+  std::int64_t last_step() const { return steps_.empty() ? -1 : steps_.back().front().step; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void load();
+  std::string path_;
+  int ranks_;
+  Attributes attrs_;
+  std::vector<std::vector<StepRecord>> steps_;
+  std::vector<EpochRecord> epochs_;
+};
+
+// HDF5 library version, e.g. "1.10.8".
+std::string hdf5_version();
+
+}  // namespace qsgd::trace

@@ -1,0 +1,88 @@
+#include "checkpoint.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <unistd.h>
+
+#include "qsgd/kernels/crc32c.hpp"
+
+namespace qsgd::train {
+namespace {
+
+constexpr char magic[8] = {'Q', 'S', 'G', 'D', 'C', 'K', 'P', 'T'};
+constexpr std::uint32_t version = 1;
+
+void put(std::vector<unsigned char>& b, const void* p, std::size_t n) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  b.insert(b.end(), c, c + n);
+}
+template <class T>
+void put(std::vector<unsigned char>& b, T v) {
+  put(b, &v, sizeof v);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const CheckpointState& st) {
+  if (st.params.size() != st.momentum.size()) throw std::logic_error("checkpoint: params and momentum differ in size");
+  std::vector<unsigned char> b;
+  b.reserve(64 + 8 * st.params.size());
+  put(b, magic, sizeof magic);
+  put(b, version);
+  put(b, std::uint32_t(0));
+  put(b, st.config_hash);
+  put(b, st.step);
+  put(b, st.epoch);
+  put(b, st.step_in_epoch);
+  put(b, std::uint64_t(st.params.size()));
+  put(b, st.params.data(), 4 * st.params.size());
+  put(b, st.momentum.data(), 4 * st.momentum.size());
+  put(b, qsgd::detail::crc32c_bytes_host(b.data(), b.size()));
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error("checkpoint: cannot create " + tmp);
+  const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok) throw std::runtime_error("checkpoint: writing " + tmp + " failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("checkpoint: cannot rename " + tmp + " to " + path);
+}
+
+CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("checkpoint: cannot open " + path);
+  std::vector<unsigned char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t head = 8 + 4 + 4 + 5 * 8;
+  if (b.size() < head + 4) throw std::runtime_error("checkpoint: " + path + " is truncated");
+  if (std::memcmp(b.data(), magic, 8) != 0) throw std::runtime_error("checkpoint: " + path + " is not a checkpoint");
+  std::uint32_t crc;
+  std::memcpy(&crc, b.data() + b.size() - 4, 4);
+  if (qsgd::detail::crc32c_bytes_host(b.data(), b.size() - 4) != crc)
+    throw std::runtime_error("checkpoint: " + path + " fails its checksum (corrupt or truncated)");
+  std::uint32_t ver;
+  std::memcpy(&ver, b.data() + 8, 4);
+  if (ver != version) throw std::runtime_error("checkpoint: " + path + " has format version " + std::to_string(ver));
+  CheckpointState st;
+  std::uint64_t n;
+  const unsigned char* p = b.data() + 16;
+  std::memcpy(&st.config_hash, p, 8);
+  std::memcpy(&st.step, p + 8, 8);
+  std::memcpy(&st.epoch, p + 16, 8);
+  std::memcpy(&st.step_in_epoch, p + 24, 8);
+  std::memcpy(&n, p + 32, 8);
+  if (st.config_hash != expect_hash)
+    throw std::runtime_error("checkpoint: " + path + " was written by a run with another configuration");
+  if (n != expect_n)
+    throw std::runtime_error("checkpoint: " + path + " holds " + std::to_string(n) + " parameters, the model has " +
+                             std::to_string(expect_n));
+  if (b.size() != head + 8 * n + 4) throw std::runtime_error("checkpoint: " + path + " has the wrong size");
+  st.params.resize(n);
+  st.momentum.resize(n);
+  std::memcpy(st.params.data(), b.data() + head, 4 * n);
+  std::memcpy(st.momentum.data(), b.data() + head + 4 * n, 4 * n);
+  return st;
+}
+
+}  // namespace qsgd::train

@@ -1,0 +1,201 @@
+#include "options.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace qsgd::train {
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+std::uint64_t to_uint(const std::string& opt, const std::string& v) {
+  std::size_t pos = 0;
+  unsigned long long x = 0;
+  try {
+    x = std::stoull(v, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos != v.size() || v.empty() || v[0] == '-') bad(opt + " expects a non-negative integer, got '" + v + "'");
+  return x;
+}
+
+double to_double(const std::string& opt, const std::string& v) {
+  std::size_t pos = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos != v.size() || v.empty() || !(x == x)) bad(opt + " expects a number, got '" + v + "'");
+  return x;
+}
+
+std::vector<std::size_t> to_list(const std::string& opt, const std::string& v) {
+  std::vector<std::size_t> out;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(to_uint(opt, item));
+  if (out.size() < 2) bad(opt + " expects at least two comma-separated widths, got '" + v + "'");
+  return out;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string usage() {
+  return R"(usage: qsgd-train [options]
+Data-parallel training with QSGD gradient exchange (run under mpirun for K > 1).
+model and data:
+  --model mlp|cnn|lstm          (mlp)       --mlp-widths 784,4096,4096,10
+  --dataset fashion-mnist|teacher|corpus     --data-dir DIR (Debian's dataset-fashion-mnist)
+  --teacher-samples N (8192)  --lstm-hidden N (128)  --lstm-seq N (64)
+optimization:
+  --batch N per rank (128)  --epochs N (1)  --max-steps N per epoch (0 = all)
+  --lr X (0.05)  --momentum X (0.9)  --weight-decay X (0)  --warmup STEPS (0)
+  --lr-decay constant|cosine|step  --seed N (1)
+exchange:
+  --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce (allreduce)
+  --codec fp32|fp16|bf16|fixed|elias-dense|elias-sparse (fp32; allreduce ignores it)
+  --bits B       paper convention: s = 2^B levels ("4-bit" = s 16)
+  --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)
+  --s S  --d D (512; 0 = one bucket)  --norm max|l2
+  --fusion-mb MB (32)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
+output:
+  --trace FILE.h5  --flush-every STEPS (20)  --checkpoint FILE  --checkpoint-every STEPS
+  --resume  --hash-every STEPS  --eval-limit N  --quiet  --label TEXT
+)";
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  bool bits_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) bad(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") o.model = val();
+    else if (a == "--mlp-widths") o.mlp_widths = to_list(a, val());
+    else if (a == "--dataset") o.dataset = val();
+    else if (a == "--data-dir") o.data_dir = val();
+    else if (a == "--teacher-samples") o.teacher_samples = to_uint(a, val());
+    else if (a == "--lstm-hidden") o.lstm_hidden = to_uint(a, val());
+    else if (a == "--lstm-seq") o.lstm_seq = to_uint(a, val());
+    else if (a == "--batch") o.batch = to_uint(a, val());
+    else if (a == "--epochs") o.epochs = to_uint(a, val());
+    else if (a == "--max-steps") o.max_steps = to_uint(a, val());
+    else if (a == "--lr") o.lr = to_double(a, val());
+    else if (a == "--momentum") o.momentum = to_double(a, val());
+    else if (a == "--weight-decay") o.weight_decay = to_double(a, val());
+    else if (a == "--warmup") o.warmup = to_uint(a, val());
+    else if (a == "--lr-decay") o.lr_decay = val();
+    else if (a == "--seed") o.seed = to_uint(a, val());
+    else if (a == "--strategy") o.strategy = val();
+    else if (a == "--codec") o.codec = parse_codec(val());
+    else if (a == "--bits") {
+      const auto b = to_uint(a, val());
+      if (b < 1 || b > 24) bad("--bits must be 1..24");
+      o.s = 1u << b;
+      o.naming = std::to_string(b) + "bit(paper,s=" + std::to_string(o.s) + ")";
+      bits_given = true;
+    } else if (a == "--wire-bits") {
+      const auto b = to_uint(a, val());
+      if (b < 2 || b > 25) bad("--wire-bits must be 2..25");
+      o.s = (1u << (b - 1)) - 1;
+      o.naming = std::to_string(b) + "bit(wire,s=" + std::to_string(o.s) + ")";
+      bits_given = true;
+    } else if (a == "--s") {
+      o.s = static_cast<std::uint32_t>(to_uint(a, val()));
+      o.naming = "s=" + std::to_string(o.s);
+      bits_given = true;
+    } else if (a == "--d") o.d = static_cast<std::uint32_t>(to_uint(a, val()));
+    else if (a == "--norm") o.norm = parse_norm(val());
+    else if (a == "--fusion-mb") o.fusion_mb = to_uint(a, val());
+    else if (a == "--layer-filter") o.layer_filter = to_uint(a, val());
+    else if (a == "--no-overlap") o.overlap = false;
+    else if (a == "--trace") o.trace = val();
+    else if (a == "--flush-every") o.flush_every = to_uint(a, val());
+    else if (a == "--checkpoint") o.checkpoint = val();
+    else if (a == "--checkpoint-every") o.checkpoint_every = to_uint(a, val());
+    else if (a == "--resume") o.resume = true;
+    else if (a == "--hash-every") o.hash_every = to_uint(a, val());
+    else if (a == "--eval-limit") o.eval_limit = to_uint(a, val());
+    else if (a == "--quiet") o.quiet = true;
+    else if (a == "--label") o.label = val();
+    else if (a == "-h" || a == "--help") throw std::invalid_argument("help");
+    else bad("unknown option '" + a + "' (qsgd-train --help lists them)");
+  }
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "lstm") bad("--model must be mlp, cnn or lstm");
+  if (o.model == "lstm" && o.dataset == "fashion-mnist") o.dataset = "corpus";
+  if (o.dataset != "fashion-mnist" && o.dataset != "teacher" && o.dataset != "corpus")
+    bad("--dataset must be fashion-mnist, teacher or corpus");
+  if ((o.model == "lstm") != (o.dataset == "corpus")) bad("the corpus dataset goes with the lstm model only");
+  if (o.batch == 0) bad("--batch must be at least 1");
+  if (o.epochs == 0) bad("--epochs must be at least 1");
+  if (!(o.lr > 0)) bad("--lr must be positive");
+  if (o.lr_decay != "constant" && o.lr_decay != "cosine" && o.lr_decay != "step")
+    bad("--lr-decay must be constant, cosine or step");
+  if (o.fusion_mb == 0) bad("--fusion-mb must be at least 1");
+  if (o.flush_every == 0) bad("--flush-every must be at least 1");
+  if (o.resume && o.checkpoint.empty()) bad("--resume needs --checkpoint FILE");
+  comm::parse_strategy(o.strategy);  // throws on unknown names
+  if (o.strategy == "allreduce") o.codec = CodecKind::fp32;
+  if (o.strategy == "allreduce16" && o.codec != CodecKind::fp16 && o.codec != CodecKind::bf16) o.codec = CodecKind::bf16;
+  if (is_quantized(o.codec) && !bits_given) o.naming = "4bit(paper,s=16)";
+  if (!is_quantized(o.codec)) o.naming = to_string(o.codec);
+  CodecConfig c;
+  c.codec = o.codec;
+  c.s = o.s;
+  c.d = o.d;
+  c.norm = o.norm;
+  validate(c);
+  return o;
+}
+
+comm::ExchangeConfig Options::exchange_config() const {
+  comm::ExchangeConfig cfg;
+  cfg.strategy = comm::parse_strategy(strategy);
+  cfg.codec.codec = codec;
+  cfg.codec.s = s;
+  cfg.codec.d = d;
+  cfg.codec.norm = norm;
+  cfg.seed = seed;
+  return cfg;
+}
+
+std::string Options::describe() const {
+  std::ostringstream os;
+  os << model << " on " << dataset << ", " << strategy << " / " << to_string(codec);
+  if (is_quantized(codec)) os << " " << naming << " d=" << d << " " << to_string(norm);
+  os << ", batch " << batch << "/rank";
+  return os.str();
+}
+
+std::string Options::to_json() const {
+  std::ostringstream os;
+  os << "{\"model\":\"" << model << "\",\"mlp_widths\":[";
+  for (std::size_t i = 0; i < mlp_widths.size(); ++i) os << (i ? "," : "") << mlp_widths[i];
+  os << "],\"dataset\":\"" << dataset << "\",\"data_dir\":\"" << json_escape(data_dir) << "\""
+     << ",\"teacher_samples\":" << teacher_samples << ",\"lstm_hidden\":" << lstm_hidden << ",\"lstm_seq\":" << lstm_seq
+     << ",\"batch_per_rank\":" << batch << ",\"epochs\":" << epochs << ",\"max_steps\":" << max_steps
+     << ",\"lr\":" << lr << ",\"momentum\":" << momentum << ",\"weight_decay\":" << weight_decay
+     << ",\"warmup\":" << warmup << ",\"lr_decay\":\"" << lr_decay << "\",\"seed\":" << seed
+     << ",\"strategy\":\"" << strategy << "\",\"codec\":\"" << to_string(codec) << "\",\"s\":" << s
+     << ",\"d\":" << d << ",\"norm\":\"" << to_string(norm) << "\",\"naming\":\"" << naming << "\""
+     << ",\"fusion_mb\":" << fusion_mb << ",\"layer_filter\":" << layer_filter
+     << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"label\":\"" << json_escape(label) << "\"}";
+  return os.str();
+}
+
+}  // namespace qsgd::train

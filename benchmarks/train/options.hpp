@@ -1,0 +1,60 @@
+#pragma once
+// Command line of qsgd-train. Every option has a default that reproduces the
+// suite's reference run; parse() rejects unknown options and bad values with a
+// message that names them.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qsgd/comm/exchange.hpp"
+#include "qsgd/kernels/config.hpp"
+
+namespace qsgd::train {
+
+struct Options {
+  // Model and data.
+  std::string model = "mlp";          // mlp | cnn | lstm
+  std::vector<std::size_t> mlp_widths{784, 4096, 4096, 10};
+  std::string dataset = "fashion-mnist";  // fashion-mnist | teacher | corpus (lstm)
+  std::string data_dir;               // default: the Debian package's directory
+  std::size_t teacher_samples = 8192;
+  std::size_t lstm_hidden = 128, lstm_seq = 64;
+  // Optimization.
+  std::size_t batch = 128;            // per rank
+  std::size_t epochs = 1;
+  std::size_t max_steps = 0;          // per epoch; 0 = the whole shard
+  double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
+  std::size_t warmup = 0;
+  std::string lr_decay = "constant";  // constant | cosine | step
+  std::uint64_t seed = 1;
+  // Exchange.
+  std::string strategy = "allreduce";
+  CodecKind codec = CodecKind::fp32;
+  std::uint32_t s = 16, d = 512;
+  Norm norm = Norm::max;
+  std::string naming;                 // how s was given: "bits=4(paper)" etc., for the trace
+  std::size_t fusion_mb = 32;
+  std::uint64_t layer_filter = 10000;
+  bool overlap = true;
+  // Output.
+  std::string trace;                  // HDF5 trace path; empty: none
+  std::size_t flush_every = 20;       // steps between trace flushes
+  std::string checkpoint;             // checkpoint path; empty: none
+  std::size_t checkpoint_every = 0;   // steps; 0 = at epoch ends only
+  bool resume = false;
+  std::size_t hash_every = 0;         // steps between replica hash checks; 0 = end of run only
+  std::size_t eval_limit = 0;         // test samples per evaluation; 0 = all
+  bool quiet = false;
+  std::string label;                  // free text recorded in the trace
+
+  comm::ExchangeConfig exchange_config() const;
+  std::string describe() const;       // one line
+  std::string to_json() const;        // the full configuration
+};
+
+// Throws std::invalid_argument with a message naming the option.
+Options parse(int argc, char** argv);
+std::string usage();
+
+}  // namespace qsgd::train

@@ -1,0 +1,107 @@
+#pragma once
+// qsgd::comm::Bucketer: bucketed, overlapped gradient exchange (spec section 4,
+// "Overlap"). A trainer registers its tensors once, in the order backward
+// produces their gradients; each step it pushes each gradient as soon as it
+// is computed, and the bucket that gradient completes starts exchanging while
+// backward goes on.
+//
+// Layer filter: tensors with fewer than `layer_filter` elements (biases,
+// norms; the paper quantizes only tensors above 10,000 elements) go to the
+// `dense` exchange, typically fp32; the others to the `compressed` one.
+// Fusion: consecutive tensors of the same kind share one bucket up to
+// `fusion_bytes` (a larger tensor gets a bucket of its own). Inside a
+// compressed bucket every tensor starts at a multiple of the quantization
+// bucket size d, so no quantization bucket mixes two tensors (a layer with
+// small gradients is never scaled by a neighbour's large ones); the padding
+// is zero and stays zero (Q(0) = 0 for every codec and strategy).
+//
+// The random-rounding key of a bucket is (seed, step, rank, first tensor id
+// of the bucket); error messages name that tensor id.
+//
+// Collective discipline: plan() is collective (it checks that every rank
+// registered the same sizes), and all ranks must push tensors in the same
+// order, so that buckets start in the same order everywhere.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "qsgd/comm/exchange.hpp"
+
+namespace qsgd::comm {
+
+struct BucketerConfig {
+  std::size_t fusion_bytes = std::size_t(32) << 20;  // largest bucket in fp32 bytes, padding included
+  std::uint64_t layer_filter = 10000;                // fewer elements than this: dense exchange
+};
+
+// Sums over the operations a step completed (both exchanges), for traces.
+struct StepTotals {
+  double quantize_s = 0, encode_s = 0, comm_s = 0, decode_s = 0, total_s = 0;
+  std::uint64_t encoded_bytes = 0;  // this rank's first-stage messages (fp32 bytes for dense buckets)
+  std::uint64_t wire_bytes = 0;     // as OpStats::wire_bytes, summed
+  std::uint64_t elements = 0;       // elements exchanged, bucket padding included
+  std::uint32_t operations = 0;
+};
+
+template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Bucketer {
+ public:
+  using memory_space = typename ExecSpace::memory_space;
+  using values_view = Kokkos::View<float*, memory_space>;
+  using const_values_view = Kokkos::View<const float*, memory_space>;
+
+  struct Bucket {
+    bool compressed = false;
+    std::vector<std::uint32_t> tensors;  // in registration order
+    std::vector<std::uint64_t> offsets;  // element offset of each tensor in the fusion buffer
+    std::uint64_t length = 0;            // elements, padding included
+    values_view buffer;                  // fusion buffer; averaged in place
+    Handle handle;
+    std::uint32_t pushed = 0;
+    bool started = false;
+    bool done = false;
+  };
+
+  Bucketer(Exchange<ExecSpace>& compressed, Exchange<ExecSpace>& dense, const BucketerConfig& cfg = {});
+
+  // Registers the next tensor (backward order); returns its id (0, 1, ...).
+  std::uint32_t add(std::uint64_t n);
+  // Collective. Forms the buckets, allocates the fusion buffers and checks that
+  // every rank registered the same sizes and thresholds (exit code 4 if not).
+  void plan();
+
+  void begin_step(std::uint64_t step);
+  // Copies the gradient into its bucket; starts the bucket when it is complete.
+  void push(std::uint32_t tensor, const const_values_view& grad);
+  // Advances every bucket in flight (call between layers).
+  void progress();
+  // Completes the tensor's bucket if needed and copies its average into out.
+  void wait(std::uint32_t tensor, const values_view& out);
+  // Completes every started bucket.
+  void wait_all();
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Statistics of the operations completed since begin_step().
+  const StepTotals& step_totals() const { return totals_; }
+  std::uint32_t bucket_of(std::uint32_t tensor) const { return bucket_of_.at(tensor); }
+  std::size_t tensors() const { return sizes_.size(); }
+
+ private:
+  Exchange<ExecSpace>& exchange_for(const Bucket& b) { return b.compressed ? compressed_ : dense_; }
+  void finish(Bucket& b);
+
+  Exchange<ExecSpace>& compressed_;
+  Exchange<ExecSpace>& dense_;
+  BucketerConfig cfg_;
+  std::vector<std::uint64_t> sizes_;
+  std::vector<std::uint32_t> bucket_of_;
+  std::vector<std::uint32_t> index_in_bucket_;
+  std::vector<Bucket> buckets_;
+  std::vector<char> pushed_;  // per tensor, this step
+  std::uint64_t step_ = 0;
+  bool planned_ = false;
+  StepTotals totals_;
+};
+
+}  // namespace qsgd::comm

@@ -1,0 +1,195 @@
+#pragma once
+// qsgd::comm::Exchange: "average these gradients across ranks" (spec sections
+// 3 and 4), one small interface with one implementation per strategy:
+//
+//   allreduce       fp32 MPI_Allreduce, then x (1/K)           allreduce.cpp
+//   allreduce16     16-bit (bf16 or fp16) MPI_Allreduce with a
+//                   rounding sum operator                      allreduce16.cpp
+//   allgather       each rank's message to all; every rank
+//                   decodes and accumulates K messages          allgather.cpp
+//   param_server    messages to a server rank, which decodes,
+//                   averages, requantizes and broadcasts        param_server.cpp
+//   scatter_reduce  chunk j of every rank to rank j (alltoallv);
+//                   rank j decodes-accumulates, requantizes,
+//                   all ranks allgatherv the reduced chunks     scatter_reduce.cpp
+//
+// Every strategy runs on a serial Communicator (one rank, no MPI calls;
+// serial.cpp) as well as on MPI.
+//
+// Guarantees (docs/exchange.md has the arguments):
+// - every rank ends with the bitwise identical averaged vector;
+// - no allocation per call in steady state: each operation slot keeps its
+//   buffers, sized for the largest message of its size;
+// - a message that fails its checksum or validation stops the job with
+//   "qsgd: rank R: corrupt message from rank S at step T, tensor X: ..." and
+//   exit code 3 (MPI_Abort), never a crash or a silent wrong sum;
+// - at construction a hash of the configuration is compared across ranks; a
+//   mismatch names the ranks and ends the job with exit code 4.
+//
+// Non-blocking use and progress: start() does the local encoding and posts
+// the first non-blocking collective; the rest happens inside test(),
+// progress() and wait(), which advance every phase whose communication has
+// completed (MPI makes progress only inside MPI calls: call progress() between
+// layers to keep a bucket moving). All ranks must call start() and wait() in
+// the same order; between start() and the end of wait() the caller must not
+// touch the gradient or output View.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "qsgd/comm/communicator.hpp"
+#include "qsgd/kernels/config.hpp"
+#include "qsgd/kernels/error.hpp"
+
+namespace qsgd::comm {
+
+// Numeric values enter the configuration hash: never renumber.
+enum class StrategyKind : std::uint8_t {
+  allreduce = 0,
+  allreduce16 = 1,
+  allgather = 2,
+  param_server = 3,
+  scatter_reduce = 4,
+};
+
+std::string to_string(StrategyKind k);  // "allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce"
+StrategyKind parse_strategy(const std::string& name);  // throws qsgd::Error(invalid_argument)
+
+// What an exchange does when it meets an error (corrupt message, non-finite
+// gradient, ranks that disagree on sizes).
+enum class ErrorPolicy : std::uint8_t {
+  automatic,    // abort under MPI, throw when serial
+  abort,        // print one line naming rank, step and tensor; MPI_Abort / std::exit
+  throw_error,  // throw ExchangeError. Under MPI only safe where every rank
+                // detects the error (it leaves peers in collectives otherwise).
+};
+
+// Test hook: flip bit 0 of the last word of one message this rank sends.
+//   QSGD_FAULT_INJECT="rank=1,step=3,tensor=0[,stage=2]"
+// stage 1: the rank's own message (its gradient, or for scatter-reduce the
+// chunk it sends to rank+1); stage 2: the requantized message it sends as
+// parameter server or chunk owner.
+struct FaultInjection {
+  bool enabled = false;
+  int rank = 0;
+  std::uint64_t step = 0;
+  std::uint32_t tensor = 0;
+  int stage = 1;
+
+  static FaultInjection parse(const std::string& spec);  // throws qsgd::Error(invalid_argument)
+  static FaultInjection from_env();                      // disabled when QSGD_FAULT_INJECT is unset
+};
+
+struct ExchangeConfig {
+  StrategyKind strategy = StrategyKind::allgather;
+  // Wire code. allreduce: ignored (fp32). allreduce16: codec fp16 or bf16
+  // (anything else means bf16). Other strategies: any codec; fp32 makes them
+  // exact, deterministic-order averages.
+  CodecConfig codec{};
+  std::uint64_t seed = 0;  // RngKey.seed of every quantization
+  int server = 0;          // param_server: the server's rank (it is also a worker)
+  ErrorPolicy on_error = ErrorPolicy::automatic;
+  FaultInjection fault = {};  // make_exchange() also reads QSGD_FAULT_INJECT when this is disabled
+};
+
+// Hash of everything in `cfg` that all ranks must agree on, plus the rank count.
+std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks);
+std::string describe(const ExchangeConfig& cfg);
+
+// Time and bytes of one completed operation on this rank.
+//   wire_bytes: bytes this rank receives in one operation when every
+//   collective runs its bandwidth-optimal schedule (ring allreduce: each rank
+//   receives 2(K-1)/K of the vector; allgatherv / alltoallv / gatherv /
+//   bcast: what is addressed to this rank from other ranks), including the
+//   8-byte size words. Formulas per strategy: docs/exchange.md.
+struct OpStats {
+  std::uint64_t n = 0;
+  std::uint64_t step = 0;
+  std::uint32_t tensor = 0;
+  double quantize_s = 0;                // stochastic rounding (0 where the codec fuses it into encode_s)
+  double encode_s = 0;                  // wire code and checksum; 16-bit: conversion
+  double comm_s = 0;                    // inside MPI calls (posting, test, wait) and host staging
+  double decode_s = 0;                  // checksum, decode, accumulate, final scaling
+  double total_s = 0;                   // start() to the end of wait()
+  bool fused_quantize = false;          // quantize_s is inside encode_s
+  std::uint64_t encoded_bytes = 0;      // bytes this rank's first-stage messages take (all its chunks)
+  std::uint64_t requantized_bytes = 0;  // bytes of the requantized message this rank made (server, chunk owner)
+  std::uint64_t wire_bytes = 0;         // see above
+};
+
+// An operation in flight. Valid from start() until the wait() that ends it.
+struct Handle {
+  std::uint32_t slot = ~0u;
+  std::uint32_t generation = 0;
+  bool valid() const { return slot != ~0u; }
+};
+
+// What the exchange throws under ErrorPolicy::throw_error.
+class ExchangeError : public std::runtime_error {
+ public:
+  ExchangeError(Errc code, int exit_code, const std::string& what)
+      : std::runtime_error(what), code_(code), exit_code_(exit_code) {}
+  Errc code() const noexcept { return code_; }
+  int exit_code() const noexcept { return exit_code_; }
+
+ private:
+  Errc code_;
+  int exit_code_;
+};
+
+template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Exchange {
+ public:
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using values_view = Kokkos::View<float*, memory_space>;
+  using const_values_view = Kokkos::View<const float*, memory_space>;
+
+  virtual ~Exchange() = default;
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // Starts averaging grad[0, n) over all ranks into out[0, n), n =
+  // grad.extent(0); out may be the same View as grad. `tensor` and `step`
+  // key the random rounding and name the operation in error messages.
+  virtual Handle start(const const_values_view& grad, const values_view& out, std::uint32_t tensor,
+                       std::uint64_t step) = 0;
+  // Advances the operation; true once its result is in `out` (then call wait()).
+  virtual bool test(Handle h) = 0;
+  // Completes the operation and releases its handle.
+  virtual void wait(Handle h) = 0;
+  // Advances every operation in flight without blocking.
+  virtual void progress() = 0;
+  // Blocking form: start + wait.
+  void average(const const_values_view& grad, const values_view& out, std::uint32_t tensor, std::uint64_t step) {
+    wait(start(grad, out, tensor, step));
+  }
+
+  // Statistics of the most recently completed operation.
+  virtual const OpStats& last_stats() const = 0;
+  virtual const ExchangeConfig& config() const = 0;
+  virtual const Communicator& communicator() const = 0;
+  virtual std::size_t in_flight() const = 0;
+
+ protected:
+  Exchange() = default;
+};
+
+// Collective over `comm`: checks that every rank passes the same
+// configuration (config_hash) and returns the strategy's implementation.
+template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+std::unique_ptr<Exchange<ExecSpace>> make_exchange(const ExchangeConfig& cfg, const Communicator& comm,
+                                                   const ExecSpace& exec = ExecSpace());
+
+inline std::unique_ptr<Exchange<>> make_exchange(StrategyKind kind, const CodecConfig& codec,
+                                                 const Communicator& comm) {
+  ExchangeConfig cfg;
+  cfg.strategy = kind;
+  cfg.codec = codec;
+  return make_exchange(cfg, comm);
+}
+
+}  // namespace qsgd::comm

@@ -1,0 +1,169 @@
+// Bucketed, overlapped exchange: see bucketer.hpp.
+
+#include "qsgd/comm/bucketer.hpp"
+
+#include <sstream>
+
+#include "detail/exchange_base.hpp"
+
+namespace qsgd::comm {
+
+template <class E>
+Bucketer<E>::Bucketer(Exchange<E>& compressed, Exchange<E>& dense, const BucketerConfig& cfg)
+    : compressed_(compressed), dense_(dense), cfg_(cfg) {
+  if (compressed.communicator().size() != dense.communicator().size())
+    throw Error(Errc::invalid_argument, "Bucketer: the two exchanges run over communicators of different sizes");
+  if (cfg.fusion_bytes < sizeof(float)) throw Error(Errc::invalid_argument, "Bucketer: fusion_bytes below one float");
+}
+
+template <class E>
+std::uint32_t Bucketer<E>::add(std::uint64_t n) {
+  if (planned_) throw Error(Errc::invalid_argument, "Bucketer: add() after plan()");
+  sizes_.push_back(n);
+  return static_cast<std::uint32_t>(sizes_.size() - 1);
+}
+
+template <class E>
+void Bucketer<E>::plan() {
+  if (planned_) throw Error(Errc::invalid_argument, "Bucketer: plan() called twice");
+  const Communicator& comm = compressed_.communicator();
+  // Every rank must have registered the same tensors with the same thresholds
+  // and exchanges.
+  std::uint64_t h = fnv1a(sizes_.data(), sizes_.size() * sizeof(std::uint64_t));
+  const std::uint64_t extra[] = {cfg_.fusion_bytes, cfg_.layer_filter, sizes_.size(),
+                                 config_hash(compressed_.config(), comm.size()),
+                                 config_hash(dense_.config(), comm.size())};
+  h = fnv1a(extra, sizeof(extra), h);
+  std::uint64_t total = 0;
+  for (std::uint64_t n : sizes_) total += n;
+  std::ostringstream desc;
+  desc << sizes_.size() << " tensors, " << total << " elements, fusion " << cfg_.fusion_bytes << " bytes, layer filter "
+       << cfg_.layer_filter;
+  const std::string bad = comm.mismatch(h, "bucketer plan (tensor sizes, thresholds)", desc.str());
+  if (!bad.empty()) {
+    const ErrorPolicy p = compressed_.config().on_error;
+    if (p == ErrorPolicy::abort || (p == ErrorPolicy::automatic && !comm.is_serial()))
+      comm.abort(exit_config_mismatch, bad, /*collective=*/true);
+    throw ExchangeError(Errc::invalid_argument, exit_config_mismatch,
+                        "qsgd: rank " + std::to_string(comm.rank()) + ": " + bad);
+  }
+
+  auto align_of = [](const Exchange<E>& ex) -> std::uint64_t {
+    const CodecConfig& c = ex.config().codec;
+    const StrategyKind k = ex.config().strategy;
+    const bool quant = k != StrategyKind::allreduce && k != StrategyKind::allreduce16 && is_quantized(c.codec);
+    return quant && c.d > 0 ? c.d : 1;
+  };
+  const std::uint64_t align_c = align_of(compressed_), align_d = align_of(dense_);
+  const std::uint64_t cap = cfg_.fusion_bytes / sizeof(float);
+  int open_c = -1, open_d = -1;
+  bucket_of_.assign(sizes_.size(), 0);
+  index_in_bucket_.assign(sizes_.size(), 0);
+  for (std::size_t t = 0; t < sizes_.size(); ++t) {
+    const bool small = sizes_[t] < cfg_.layer_filter;
+    const std::uint64_t a = small ? align_d : align_c;
+    const std::uint64_t padded = (sizes_[t] + a - 1) / a * a;
+    int& open = small ? open_d : open_c;
+    if (open < 0 || (buckets_[static_cast<std::size_t>(open)].length > 0 &&
+                     buckets_[static_cast<std::size_t>(open)].length + padded > cap)) {
+      buckets_.emplace_back();
+      buckets_.back().compressed = !small;
+      open = static_cast<int>(buckets_.size() - 1);
+    }
+    Bucket& b = buckets_[static_cast<std::size_t>(open)];
+    bucket_of_[t] = static_cast<std::uint32_t>(open);
+    index_in_bucket_[t] = static_cast<std::uint32_t>(b.tensors.size());
+    b.tensors.push_back(static_cast<std::uint32_t>(t));
+    b.offsets.push_back(b.length);
+    b.length += padded;
+  }
+  for (Bucket& b : buckets_) b.buffer = values_view("qsgd::comm::fusion", b.length);  // zeroed: padding stays 0
+  pushed_.assign(sizes_.size(), 0);
+  planned_ = true;
+}
+
+template <class E>
+void Bucketer<E>::begin_step(std::uint64_t step) {
+  if (!planned_) throw Error(Errc::invalid_argument, "Bucketer: begin_step() before plan()");
+  for (Bucket& b : buckets_) {
+    if (b.started && !b.done)
+      throw Error(Errc::invalid_argument, "Bucketer: begin_step() with a bucket still in flight (call wait_all())");
+    b.pushed = 0;
+    b.started = b.done = false;
+  }
+  std::fill(pushed_.begin(), pushed_.end(), 0);
+  step_ = step;
+  totals_ = StepTotals{};
+}
+
+template <class E>
+void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
+  if (!planned_) throw Error(Errc::invalid_argument, "Bucketer: push() before plan()");
+  if (tensor >= sizes_.size())
+    throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
+  if (grad.extent(0) != sizes_[tensor])
+    throw Error(Errc::invalid_argument, "Bucketer: tensor " + std::to_string(tensor) + " registered with " +
+                                            std::to_string(sizes_[tensor]) + " elements, pushed with " +
+                                            std::to_string(grad.extent(0)));
+  if (pushed_[tensor])
+    throw Error(Errc::invalid_argument, "Bucketer: tensor " + std::to_string(tensor) + " pushed twice");
+  pushed_[tensor] = 1;
+  Bucket& b = buckets_[bucket_of_[tensor]];
+  const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
+  Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
+  if (++b.pushed == b.tensors.size()) {
+    b.handle = exchange_for(b).start(b.buffer, b.buffer, b.tensors.front(), step_);
+    b.started = true;
+  }
+}
+
+template <class E>
+void Bucketer<E>::progress() {
+  compressed_.progress();
+  if (&dense_ != &compressed_) dense_.progress();
+}
+
+template <class E>
+void Bucketer<E>::finish(Bucket& b) {
+  if (b.done) return;
+  Exchange<E>& ex = exchange_for(b);
+  ex.wait(b.handle);
+  b.done = true;
+  const OpStats& st = ex.last_stats();
+  totals_.quantize_s += st.quantize_s;
+  totals_.encode_s += st.encode_s;
+  totals_.comm_s += st.comm_s;
+  totals_.decode_s += st.decode_s;
+  totals_.total_s += st.total_s;
+  totals_.encoded_bytes += st.encoded_bytes;
+  totals_.wire_bytes += st.wire_bytes;
+  totals_.elements += st.n;
+  ++totals_.operations;
+}
+
+template <class E>
+void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
+  if (tensor >= sizes_.size())
+    throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
+  Bucket& b = buckets_[bucket_of_[tensor]];
+  if (!b.started)
+    throw Error(Errc::invalid_argument, "Bucketer: the bucket of tensor " + std::to_string(tensor) +
+                                            " has not started (a tensor of it was not pushed this step)");
+  finish(b);
+  const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
+  Kokkos::deep_copy(Kokkos::subview(out, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
+                    Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])));
+}
+
+template <class E>
+void Bucketer<E>::wait_all() {
+  for (Bucket& b : buckets_)
+    if (b.started) finish(b);
+}
+
+template class Bucketer<Kokkos::DefaultExecutionSpace>;
+#if defined(QSGD_COMM_HOST_INSTANCE) && QSGD_COMM_HOST_INSTANCE
+template class Bucketer<Kokkos::DefaultHostExecutionSpace>;
+#endif
+
+}  // namespace qsgd::comm

@@ -1,0 +1,529 @@
+#pragma once
+// Private machinery shared by the exchange strategies: operation slots, the
+// phase driver, MPI buffers with host staging, collective wrappers that
+// degrade to local copies on the serial communicator, timed encode/decode
+// with the error reporting of exchange.hpp.
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qsgd/comm/exchange.hpp"
+#include "qsgd/kernels/codec.hpp"
+#include "qsgd/kernels/quantize.hpp"
+
+namespace qsgd::comm::detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Words of each rank's per-operation metadata: message words, n, tensor, step.
+// Every receiver checks n, tensor and step against its own before it trusts
+// the size, so ranks that disagree on an operation stop with a clear error.
+constexpr int meta_words = 4;
+constexpr std::uint32_t requant_flag = 0x80000000u;  // RngKey.rank of a requantization
+
+inline std::uint64_t words_of(std::size_t bytes) { return (bytes + 7) / 8; }
+
+// Words that travel through MPI: a View in the execution space's memory, plus
+// a host copy when MPI cannot read that memory (not host-accessible, and the
+// MPI is not GPU-aware). Storage only grows.
+template <class Mem>
+class WireBuffer {
+ public:
+  using words_view = Kokkos::View<std::uint64_t*, Mem>;
+  using host_view = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
+
+  void set_staged(bool staged) { staged_ = staged; }
+  bool staged() const { return staged_; }
+
+  void reserve(std::size_t words) {
+    if (dev_.extent(0) < words)
+      dev_ = words_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::wire"), words);
+    if (staged_ && host_.extent(0) < words)
+      host_ = host_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::wire_host"), words);
+  }
+  std::size_t capacity() const { return dev_.extent(0); }
+  const words_view& dev() const { return dev_; }
+  words_view span(std::size_t off, std::size_t words) const {
+    return Kokkos::subview(dev_, Kokkos::make_pair(off, off + words));
+  }
+  std::uint64_t* mpi(std::size_t off = 0) { return (staged_ ? host_.data() : dev_.data()) + off; }
+
+  // Device -> host before MPI reads; host -> device after MPI wrote.
+  void to_mpi(std::size_t off, std::size_t words) {
+    if (staged_ && words > 0)
+      Kokkos::deep_copy(Kokkos::subview(host_, Kokkos::make_pair(off, off + words)), span(off, words));
+  }
+  void from_mpi(std::size_t off, std::size_t words) {
+    if (staged_ && words > 0)
+      Kokkos::deep_copy(span(off, words), Kokkos::subview(host_, Kokkos::make_pair(off, off + words)));
+  }
+
+ private:
+  words_view dev_;
+  host_view host_;
+  bool staged_ = false;
+};
+
+// One operation in flight, and the buffers it keeps between operations.
+template <class ExecSpace>
+struct Op {
+  using Mem = typename ExecSpace::memory_space;
+  OwnedComm comm;
+  bool active = false;
+  bool finished = false;
+  std::uint32_t generation = 0;
+  int phase = 0;
+
+  Kokkos::View<const float*, Mem> grad;
+  Kokkos::View<float*, Mem> out;
+  std::uint64_t n = 0, step = 0;
+  std::uint32_t tensor = 0;
+
+  WireBuffer<Mem> send, recv, send2, recv2;
+  Kokkos::View<float*, Mem> acc;
+  std::vector<std::uint64_t> meta_send, meta_recv, meta2_send, meta2_recv;
+  std::vector<int> scounts, sdispls, counts, displs, counts2, displs2;
+  std::vector<std::uint64_t> bounds;
+
+  std::array<MPI_Request, 4> reqs{};
+  int nreqs = 0;
+
+  OpStats stats;
+  Clock::time_point t_start;
+};
+
+template <class ExecSpace>
+class ExchangeBase : public Exchange<ExecSpace> {
+ public:
+  using Base = Exchange<ExecSpace>;
+  using typename Base::const_values_view;
+  using typename Base::memory_space;
+  using typename Base::values_view;
+  using OpT = Op<ExecSpace>;
+  using CodecT = Codec<ExecSpace>;
+  using words_view = typename CodecT::words_view;
+
+  ExchangeBase(const ExchangeConfig& cfg, const Communicator& comm, const ExecSpace& exec)
+      : cfg_(cfg), comm_(comm), exec_(exec), codec_(codec_for(cfg), exec) {
+    constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
+    stage_moves_ = !comm.is_serial() && !host_ok && !comm.gpu_aware();
+    // Reductions are always staged when MPI cannot apply the operator where
+    // the data lives: Open MPI's non-blocking reductions (libnbc) run the
+    // operator on the host, and a user-defined operator always does.
+    stage_reductions_ = !comm.is_serial() && !host_ok;
+  }
+
+  Handle start(const const_values_view& grad, const values_view& out, std::uint32_t tensor,
+               std::uint64_t step) override {
+    const std::uint64_t n = grad.extent(0);
+    if (out.extent(0) < n) {
+      fail_plain(step, tensor, Errc::invalid_argument, exit_exchange_error,
+                 "output View has " + std::to_string(out.extent(0)) + " elements, gradient has " + std::to_string(n));
+    }
+    std::uint32_t slot = 0;
+    while (slot < slots_.size() && slots_[slot]->active) ++slot;
+    if (slot == slots_.size()) {
+      slots_.push_back(std::make_unique<OpT>());
+      if (!comm_.is_serial()) slots_.back()->comm = OwnedComm(comm_);  // collective, same order on all ranks
+    }
+    OpT& op = *slots_[slot];
+    op.active = true;
+    op.finished = false;
+    op.phase = 0;
+    op.nreqs = 0;
+    op.grad = grad;
+    op.out = out;
+    op.n = n;
+    op.step = step;
+    op.tensor = tensor;
+    op.stats = OpStats{};
+    op.stats.n = n;
+    op.stats.step = step;
+    op.stats.tensor = tensor;
+    op.t_start = Clock::now();
+    for (auto* b : {&op.send, &op.recv, &op.send2, &op.recv2}) b->set_staged(stage_moves_);
+    guarded(op, [&] { begin(op); });
+    return Handle{slot, op.generation};
+  }
+
+  bool test(Handle h) override { return drive(lookup(h), false); }
+
+  void wait(Handle h) override {
+    OpT& op = lookup(h);
+    drive(op, true);
+    op.stats.total_s = seconds_since(op.t_start);
+    last_ = op.stats;
+    release(op);
+  }
+
+  void progress() override {
+    for (auto& s : slots_)
+      if (s->active && !s->finished) drive(*s, false);
+  }
+
+  const OpStats& last_stats() const override { return last_; }
+  const ExchangeConfig& config() const override { return cfg_; }
+  const Communicator& communicator() const override { return comm_; }
+  std::size_t in_flight() const override {
+    std::size_t k = 0;
+    for (const auto& s : slots_) k += s->active ? 1 : 0;
+    return k;
+  }
+
+ protected:
+  // Local work of the first phase; posts the first requests (or finishes).
+  virtual void begin(OpT& op) = 0;
+  // Called once the op's requests have completed; runs the next phase and
+  // posts its requests. Returns true when the result is in op.out.
+  virtual bool next(OpT& op) = 0;
+
+  static CodecConfig codec_for(const ExchangeConfig& cfg) {
+    CodecConfig c = cfg.codec;
+    if (cfg.strategy == StrategyKind::allreduce) c.codec = CodecKind::fp32;
+    if (cfg.strategy == StrategyKind::allreduce16 && c.codec != CodecKind::fp16) c.codec = CodecKind::bf16;
+    return c;
+  }
+
+  int ranks() const { return comm_.size(); }
+  int rank() const { return comm_.rank(); }
+  float weight() const { return 1.0f / static_cast<float>(comm_.size()); }
+  bool quantized() const { return is_quantized(codec_.config().codec); }
+
+  RngKey key(const OpT& op, std::uint32_t rank_field) const {
+    RngKey k;
+    k.seed = cfg_.seed;
+    k.step = op.step;
+    k.rank = rank_field;
+    k.tensor = op.tensor;
+    return k;
+  }
+
+  std::uint64_t max_words(std::uint64_t n) const { return codec_.max_message_bytes(n) / 8; }
+
+  static int as_count(std::uint64_t words, const char* what) {
+    if (words > static_cast<std::uint64_t>(INT_MAX))
+      throw Error(Errc::invalid_argument,
+                  std::string(what) + ": " + std::to_string(words) + " words exceed the MPI count limit (INT_MAX)");
+    return static_cast<int>(words);
+  }
+
+  // ---- timed kernels ------------------------------------------------------
+
+  // Quantizes (quantized codecs) and encodes v[0, n) into out; returns bytes.
+  // The fixed-width code takes the codec's fused path, whose quantization
+  // time is inside encode_s.
+  std::size_t encode(OpT& op, const const_values_view& v, std::uint64_t n, const RngKey& k, const words_view& out) {
+    const CodecKind c = codec_.config().codec;
+    if (is_quantized(c) && c != CodecKind::fixed) {
+      auto t0 = Clock::now();
+      quantize(exec_, codec_.config(), v, n, k, q_);
+      exec_.fence();
+      op.stats.quantize_s += seconds_since(t0);
+      t0 = Clock::now();
+      const std::size_t bytes = codec_.encode(q_, out);
+      op.stats.encode_s += seconds_since(t0);
+      return bytes;
+    }
+    const auto t0 = Clock::now();
+    const std::size_t bytes = codec_.encode(v, n, k, out);
+    op.stats.encode_s += seconds_since(t0);
+    if (c == CodecKind::fixed) op.stats.fused_quantize = true;
+    return bytes;
+  }
+
+  // acc[0, h.n) += w * decode(msg); a failure names `source` as the sender.
+  void decode_accumulate(OpT& op, int source, const words_view& msg, std::size_t bytes, float w, const values_view& acc,
+                         std::uint64_t expect_n) {
+    const auto t0 = Clock::now();
+    Expect e;
+    e.n = expect_n;
+    try {
+      codec_.decode_accumulate(msg, bytes, w, acc, e);
+    } catch (const Error& err) {
+      fail(op, source, err);
+    }
+    exec_.fence();
+    op.stats.decode_s += seconds_since(t0);
+  }
+
+  void decode_values(OpT& op, int source, const words_view& msg, std::size_t bytes, const values_view& out,
+                     std::uint64_t expect_n) {
+    const auto t0 = Clock::now();
+    Expect e;
+    e.n = expect_n;
+    try {
+      codec_.decode(msg, bytes, out, e);
+    } catch (const Error& err) {
+      fail(op, source, err);
+    }
+    exec_.fence();
+    op.stats.decode_s += seconds_since(t0);
+  }
+
+  void zero(OpT& op, const values_view& v, std::uint64_t n) {
+    const auto t0 = Clock::now();
+    Kokkos::deep_copy(exec_, Kokkos::subview(v, Kokkos::make_pair<std::uint64_t>(0, n)), 0.0f);
+    exec_.fence();
+    op.stats.decode_s += seconds_since(t0);
+  }
+
+  // Test hook (FaultInjection): flips bit 0 of the message's last word.
+  void maybe_inject(OpT& op, int stage, WireBuffer<memory_space>& buf, std::size_t off, std::size_t words) {
+    const FaultInjection& f = cfg_.fault;
+    if (!f.enabled || f.stage != stage || f.rank != rank() || f.step != op.step || f.tensor != op.tensor || words == 0)
+      return;
+    auto w = Kokkos::subview(buf.dev(), off + words - 1);
+    std::uint64_t x = 0;
+    Kokkos::deep_copy(x, w);
+    x ^= 1u;
+    Kokkos::deep_copy(w, x);
+  }
+
+  // ---- metadata -----------------------------------------------------------
+
+  void set_meta(const OpT& op, std::uint64_t* m, std::uint64_t words) const {
+    m[0] = words;
+    m[1] = op.n;
+    m[2] = op.tensor;
+    m[3] = op.step;
+  }
+
+  // Checks a peer's metadata: same operation, a size the receiver can hold.
+  void check_meta(OpT& op, int source, const std::uint64_t* m, std::uint64_t max_w) {
+    if (m[1] != op.n || m[2] != op.tensor || m[3] != op.step) {
+      fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
+                 "ranks disagree on the operation: rank " + std::to_string(source) + " started (n " +
+                     std::to_string(m[1]) + ", tensor " + std::to_string(m[2]) + ", step " + std::to_string(m[3]) +
+                     "), this rank (n " + std::to_string(op.n) + ", tensor " + std::to_string(op.tensor) + ", step " +
+                     std::to_string(op.step) + ")");
+    }
+    if (m[0] * 8 < header_bytes || m[0] > max_w) {
+      fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
+                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
+                     ", tensor " + std::to_string(op.tensor) + ": announced size of " + std::to_string(m[0]) +
+                     " words is outside 8.." + std::to_string(max_w));
+    }
+  }
+
+  // ---- collectives (serial: local copies) ---------------------------------
+
+  MPI_Request* new_request(OpT& op) { return &op.reqs.at(static_cast<std::size_t>(op.nreqs++)); }
+
+  void post_allgather(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
+    const auto t0 = Clock::now();
+    if (comm_.is_serial())
+      std::copy(send, send + count, recv);
+    else
+      MPI_Iallgather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(), new_request(op));
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void post_allgatherv(OpT& op, WireBuffer<memory_space>& send, int count, WireBuffer<memory_space>& recv,
+                       const std::vector<int>& counts, const std::vector<int>& displs) {
+    const auto t0 = Clock::now();
+    if (comm_.is_serial()) {
+      Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
+    } else {
+      send.to_mpi(0, count);
+      MPI_Iallgatherv(send.mpi(), count, MPI_UINT64_T, recv.mpi(), counts.data(), displs.data(), MPI_UINT64_T,
+                      op.comm.get(), new_request(op));
+    }
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void post_alltoall(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
+    const auto t0 = Clock::now();
+    if (comm_.is_serial())
+      std::copy(send, send + count, recv);
+    else
+      MPI_Ialltoall(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(), new_request(op));
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void post_alltoallv(OpT& op, WireBuffer<memory_space>& send, const std::vector<int>& scounts,
+                      const std::vector<int>& sdispls, WireBuffer<memory_space>& recv, const std::vector<int>& counts,
+                      const std::vector<int>& displs) {
+    const auto t0 = Clock::now();
+    if (comm_.is_serial()) {
+      Kokkos::deep_copy(exec_, recv.span(displs[0], counts[0]), send.span(sdispls[0], scounts[0]));
+    } else {
+      const std::size_t total = static_cast<std::size_t>(sdispls.back()) + static_cast<std::size_t>(scounts.back());
+      send.to_mpi(0, total);
+      MPI_Ialltoallv(send.mpi(), scounts.data(), sdispls.data(), MPI_UINT64_T, recv.mpi(), counts.data(), displs.data(),
+                     MPI_UINT64_T, op.comm.get(), new_request(op));
+    }
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void post_gather(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv, int root) {
+    const auto t0 = Clock::now();
+    if (comm_.is_serial())
+      std::copy(send, send + count, recv);
+    else
+      MPI_Igather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  // At the root, recv/counts/displs are used; elsewhere they are ignored.
+  void post_gatherv(OpT& op, WireBuffer<memory_space>& send, int count, WireBuffer<memory_space>& recv,
+                    const std::vector<int>& counts, const std::vector<int>& displs, int root) {
+    const auto t0 = Clock::now();
+    if (comm_.is_serial()) {
+      Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
+    } else {
+      send.to_mpi(0, count);
+      const bool at_root = rank() == root;
+      MPI_Igatherv(send.mpi(), count, MPI_UINT64_T, at_root ? recv.mpi() : nullptr, at_root ? counts.data() : nullptr,
+                   at_root ? displs.data() : nullptr, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+    }
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void post_bcast(OpT& op, std::uint64_t* buf, int count, int root) {
+    const auto t0 = Clock::now();
+    if (!comm_.is_serial()) MPI_Ibcast(buf, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void post_bcast(OpT& op, WireBuffer<memory_space>& buf, int count, int root) {
+    const auto t0 = Clock::now();
+    if (!comm_.is_serial()) {
+      if (rank() == root) buf.to_mpi(0, count);
+      MPI_Ibcast(buf.mpi(), count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+    }
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  void from_mpi(OpT& op, WireBuffer<memory_space>& buf, std::size_t off, std::size_t words) {
+    const auto t0 = Clock::now();
+    buf.from_mpi(off, words);
+    op.stats.comm_s += seconds_since(t0);
+  }
+
+  // ---- errors -------------------------------------------------------------
+
+  [[noreturn]] void fail(OpT& op, int source, const Error& err) {
+    if (err.code() == Errc::corrupt_message && source >= 0)
+      fail_plain(op, err.code(), exit_corrupt_message,
+                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
+                     ", tensor " + std::to_string(op.tensor) + ": " + err.what());
+    fail_plain(op, err.code(), exit_exchange_error,
+               "exchange failed at step " + std::to_string(op.step) + ", tensor " + std::to_string(op.tensor) + ": " +
+                   err.what());
+  }
+
+  [[noreturn]] void fail_plain(OpT& op, Errc code, int exit_code, const std::string& what) {
+    op.nreqs = 0;  // under throw_error with MPI the slot's collectives are abandoned
+    release(op);
+    raise(code, exit_code, what);
+  }
+
+  [[noreturn]] void fail_plain(std::uint64_t step, std::uint32_t tensor, Errc code, int exit_code,
+                               const std::string& what) {
+    raise(code, exit_code,
+          "exchange failed at step " + std::to_string(step) + ", tensor " + std::to_string(tensor) + ": " + what);
+  }
+
+  [[noreturn]] void raise(Errc code, int exit_code, const std::string& what) {
+    const bool do_throw =
+        cfg_.on_error == ErrorPolicy::throw_error || (cfg_.on_error == ErrorPolicy::automatic && comm_.is_serial());
+    if (!do_throw) comm_.abort(exit_code, what);
+    throw ExchangeError(code, exit_code, "qsgd: rank " + std::to_string(rank()) + ": " + what);
+  }
+
+  ExchangeConfig cfg_;
+  Communicator comm_;
+  ExecSpace exec_;
+  CodecT codec_;
+  Quantized<memory_space> q_;
+  bool stage_moves_ = false;
+  bool stage_reductions_ = false;
+
+ private:
+  template <class F>
+  void guarded(OpT& op, F&& f) {
+    try {
+      f();
+    } catch (const ExchangeError&) {
+      throw;
+    } catch (const Error& err) {
+      fail(op, -1, err);
+    }
+  }
+
+  bool drive(OpT& op, bool block) {
+    while (!op.finished) {
+      if (op.nreqs > 0) {
+        const auto t0 = Clock::now();
+        if (block) {
+          MPI_Waitall(op.nreqs, op.reqs.data(), MPI_STATUSES_IGNORE);
+        } else {
+          int done = 0;
+          MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
+          if (!done) {
+            op.stats.comm_s += seconds_since(t0);
+            return false;
+          }
+        }
+        op.nreqs = 0;
+        op.stats.comm_s += seconds_since(t0);
+      }
+      guarded(op, [&] { op.finished = next(op); });
+    }
+    return true;
+  }
+
+  OpT& lookup(Handle h) {
+    if (!h.valid() || h.slot >= slots_.size() || !slots_[h.slot]->active || slots_[h.slot]->generation != h.generation)
+      throw Error(Errc::invalid_argument, "exchange: handle is not in flight (already waited, or never started)");
+    return *slots_[h.slot];
+  }
+
+  void release(OpT& op) {
+    op.active = false;
+    ++op.generation;
+    op.grad = {};
+    op.out = {};
+  }
+
+  std::vector<std::unique_ptr<OpT>> slots_;
+  OpStats last_;
+};
+
+// Explicit instantiation of a strategy factory for every execution space the
+// library supports: the default one, and the default host one when the
+// default is a device.
+#if defined(QSGD_COMM_HOST_INSTANCE) && QSGD_COMM_HOST_INSTANCE
+#define QSGD_COMM_INSTANTIATE_FACTORY(name)                                                                          \
+  template std::unique_ptr<Exchange<Kokkos::DefaultExecutionSpace>> name(const ExchangeConfig&, const Communicator&, \
+                                                                         const Kokkos::DefaultExecutionSpace&);      \
+  template std::unique_ptr<Exchange<Kokkos::DefaultHostExecutionSpace>> name(                                        \
+      const ExchangeConfig&, const Communicator&, const Kokkos::DefaultHostExecutionSpace&);
+#else
+#define QSGD_COMM_INSTANTIATE_FACTORY(name)                                                                          \
+  template std::unique_ptr<Exchange<Kokkos::DefaultExecutionSpace>> name(const ExchangeConfig&, const Communicator&, \
+                                                                         const Kokkos::DefaultExecutionSpace&);
+#endif
+
+template <class E>
+std::unique_ptr<Exchange<E>> make_allreduce(const ExchangeConfig&, const Communicator&, const E&);
+template <class E>
+std::unique_ptr<Exchange<E>> make_allreduce16(const ExchangeConfig&, const Communicator&, const E&);
+template <class E>
+std::unique_ptr<Exchange<E>> make_allgather(const ExchangeConfig&, const Communicator&, const E&);
+template <class E>
+std::unique_ptr<Exchange<E>> make_param_server(const ExchangeConfig&, const Communicator&, const E&);
+template <class E>
+std::unique_ptr<Exchange<E>> make_scatter_reduce(const ExchangeConfig&, const Communicator&, const E&);
+
+}  // namespace qsgd::comm::detail

@@ -1,0 +1,145 @@
+// The strategy factory, the configuration hash and its startup check, and the
+// fault-injection hook.
+
+#include "qsgd/comm/exchange.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "detail/exchange_base.hpp"
+#include "qsgd/kernels/message.hpp"
+
+namespace qsgd::comm {
+
+std::string to_string(StrategyKind k) {
+  switch (k) {
+    case StrategyKind::allreduce: return "allreduce";
+    case StrategyKind::allreduce16: return "allreduce16";
+    case StrategyKind::allgather: return "allgather";
+    case StrategyKind::param_server: return "param-server";
+    case StrategyKind::scatter_reduce: return "scatter-reduce";
+  }
+  return "strategy#" + std::to_string(static_cast<int>(k));
+}
+
+StrategyKind parse_strategy(const std::string& name) {
+  for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allreduce16, StrategyKind::allgather,
+                         StrategyKind::param_server, StrategyKind::scatter_reduce})
+    if (name == to_string(k)) return k;
+  throw Error(
+      Errc::invalid_argument,
+      "unknown strategy '" + name + "' (expected allreduce, allreduce16, allgather, param-server or scatter-reduce)");
+}
+
+// The codec fields a strategy actually uses (allreduce ignores the codec).
+static CodecConfig effective_codec(const ExchangeConfig& cfg) {
+  CodecConfig c = cfg.codec;
+  if (cfg.strategy == StrategyKind::allreduce) c = CodecConfig{CodecKind::fp32, 0, 0, Norm::none, 0};
+  if (cfg.strategy == StrategyKind::allreduce16)
+    c = CodecConfig{c.codec == CodecKind::fp16 ? CodecKind::fp16 : CodecKind::bf16, 0, 0, Norm::none, 0};
+  if (!is_quantized(c.codec)) {
+    c.s = 0;
+    c.d = 0;
+    c.norm = Norm::none;
+  }
+  if (!is_variable_length(c.codec)) c.chunk = 0;
+  return c;
+}
+
+std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks) {
+  const CodecConfig c = effective_codec(cfg);
+  const std::uint64_t fields[] = {
+      0x7173676463ull,  // "qsgdc": version of this hash's field list
+      message_version,
+      static_cast<std::uint64_t>(cfg.strategy),
+      static_cast<std::uint64_t>(c.codec),
+      c.s,
+      c.d,
+      static_cast<std::uint64_t>(c.norm),
+      c.chunk,
+      cfg.seed,
+      static_cast<std::uint64_t>(cfg.strategy == StrategyKind::param_server ? cfg.server : 0),
+      static_cast<std::uint64_t>(ranks),
+  };
+  return fnv1a(fields, sizeof(fields));
+}
+
+std::string describe(const ExchangeConfig& cfg) {
+  const CodecConfig c = effective_codec(cfg);
+  std::ostringstream os;
+  os << "strategy " << to_string(cfg.strategy) << ", codec " << to_string(c.codec);
+  if (is_quantized(c.codec)) os << ", s " << c.s << ", d " << c.d << ", norm " << to_string(c.norm);
+  if (is_variable_length(c.codec)) os << ", chunk " << c.chunk;
+  os << ", seed " << cfg.seed;
+  if (cfg.strategy == StrategyKind::param_server) os << ", server " << cfg.server;
+  return os.str();
+}
+
+FaultInjection FaultInjection::parse(const std::string& spec) {
+  FaultInjection f;
+  f.enabled = true;
+  std::istringstream is(spec);
+  std::string item;
+  bool have_rank = false, have_step = false;
+  while (std::getline(is, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: '" + item + "' is not key=value");
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0')
+      throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: bad number in '" + item + "'");
+    if (k == "rank") {
+      f.rank = static_cast<int>(x);
+      have_rank = true;
+    } else if (k == "step") {
+      f.step = x;
+      have_step = true;
+    } else if (k == "tensor") {
+      f.tensor = static_cast<std::uint32_t>(x);
+    } else if (k == "stage") {
+      if (x != 1 && x != 2) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: stage must be 1 or 2");
+      f.stage = static_cast<int>(x);
+    } else {
+      throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: unknown key '" + k + "' (rank, step, tensor, stage)");
+    }
+  }
+  if (!have_rank || !have_step) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT needs rank= and step=");
+  return f;
+}
+
+FaultInjection FaultInjection::from_env() {
+  const char* e = std::getenv("QSGD_FAULT_INJECT");
+  if (e == nullptr || *e == '\0') return {};
+  return parse(e);
+}
+
+template <class E>
+std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const Communicator& comm, const E& exec) {
+  ExchangeConfig cfg = cfg_in;
+  if (!cfg.fault.enabled) cfg.fault = FaultInjection::from_env();
+  // Compare before validating, so that every rank takes the same branch.
+  const std::string bad = comm.mismatch(config_hash(cfg, comm.size()), "exchange configuration", describe(cfg));
+  if (!bad.empty()) {
+    const bool do_throw =
+        cfg.on_error == ErrorPolicy::throw_error || (cfg.on_error == ErrorPolicy::automatic && comm.is_serial());
+    if (!do_throw) comm.abort(exit_config_mismatch, bad, /*collective=*/true);
+    throw ExchangeError(Errc::invalid_argument, exit_config_mismatch,
+                        "qsgd: rank " + std::to_string(comm.rank()) + ": " + bad);
+  }
+  if (cfg.strategy != StrategyKind::allreduce && cfg.strategy != StrategyKind::allreduce16) validate(cfg.codec);
+  switch (cfg.strategy) {
+    case StrategyKind::allreduce: return detail::make_allreduce(cfg, comm, exec);
+    case StrategyKind::allreduce16: return detail::make_allreduce16(cfg, comm, exec);
+    case StrategyKind::allgather: return detail::make_allgather(cfg, comm, exec);
+    case StrategyKind::param_server: return detail::make_param_server(cfg, comm, exec);
+    case StrategyKind::scatter_reduce: return detail::make_scatter_reduce(cfg, comm, exec);
+  }
+  throw Error(Errc::invalid_argument,
+              "make_exchange: unknown strategy " + std::to_string(static_cast<int>(cfg.strategy)));
+}
+
+QSGD_COMM_INSTANTIATE_FACTORY(make_exchange)
+
+}  // namespace qsgd::comm

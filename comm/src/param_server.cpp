@@ -1,0 +1,145 @@
+// Parameter server (spec section 4), synchronous.
+//
+// Algorithm: every rank, the server included, is a worker: it encodes Q(g_r)
+// with key (seed, step, r, tensor). The server S gathers the metadata and
+// then the messages (MPI_Igather, MPI_Igatherv), decodes and accumulates them
+// in rank order with weight 1/K into a zeroed accumulator a, requantizes a
+// with key (seed, step, S | 2^31, tensor), and broadcasts the metadata and
+// then the message (MPI_Ibcast x 2). Every rank, the server included,
+// decodes that one broadcast message into out: identical bits everywhere.
+// Workers post their gather and the metadata broadcast at once, so they need
+// no progress call between them.
+// Two quantization errors: out = Q2(a), a = (1/K) sum_r Q(g_r), and
+// E||out - avg||^2 = E||a - avg||^2 + E||Q2(a) - a||^2 (Q2 is unbiased given a).
+// Cost: the server decodes K messages and encodes one; workers decode one.
+// wire_bytes: server sum_{r != S} bytes_r + 32 (K-1); worker 32 + bytes of
+// the broadcast message.
+
+#include "detail/exchange_base.hpp"
+
+namespace qsgd::comm::detail {
+namespace {
+
+template <class E>
+class ParamServer final : public ExchangeBase<E> {
+  using B = ExchangeBase<E>;
+  using typename B::OpT;
+
+ public:
+  ParamServer(const ExchangeConfig& cfg, const Communicator& comm, const E& exec) : B(cfg, comm, exec) {
+    if (cfg.server < 0 || cfg.server >= comm.size())
+      throw Error(Errc::invalid_argument, "param_server: server rank " + std::to_string(cfg.server) +
+                                              " is outside 0.." + std::to_string(comm.size() - 1));
+  }
+
+ protected:
+  bool is_server() const { return this->rank() == this->cfg_.server; }
+
+  void begin(OpT& op) override {
+    const int K = this->ranks(), S = this->cfg_.server;
+    const std::uint64_t maxw = this->max_words(op.n);
+    op.send.reserve(maxw);
+    op.meta_send.resize(meta_words);
+    op.meta2_recv.resize(meta_words);
+    op.counts.resize(K);
+    op.displs.resize(K);
+    if (is_server()) {
+      op.recv.reserve(maxw * static_cast<std::uint64_t>(K));
+      op.send2.reserve(maxw);
+      op.meta_recv.resize(static_cast<std::size_t>(meta_words) * K);
+      if (op.acc.extent(0) < op.n)
+        op.acc = Kokkos::View<float*, typename B::memory_space>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::ps_acc"), op.n);
+    } else {
+      op.recv2.reserve(maxw);
+    }
+    const std::size_t bytes =
+        this->encode(op, op.grad, op.n, this->key(op, static_cast<std::uint32_t>(this->rank())), op.send.span(0, maxw));
+    const std::uint64_t words = words_of(bytes);
+    this->maybe_inject(op, 1, op.send, 0, words);
+    op.stats.encoded_bytes = bytes;
+    this->set_meta(op, op.meta_send.data(), words);
+    this->post_gather(op, op.meta_send.data(), meta_words, op.meta_recv.data(), S);
+    if (is_server()) {
+      op.phase = 1;
+    } else {
+      this->post_gatherv(op, op.send, static_cast<int>(words), op.recv, op.counts, op.displs, S);
+      this->post_bcast(op, op.meta2_recv.data(), meta_words, S);
+      op.phase = 3;
+    }
+  }
+
+  bool next(OpT& op) override {
+    const int K = this->ranks(), S = this->cfg_.server;
+    switch (op.phase) {
+      case 1: {  // server: metadata in, post the message gather
+        const std::uint64_t maxw = this->max_words(op.n);
+        std::uint64_t total = 0, wire = 0;
+        for (int r = 0; r < K; ++r) {
+          const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
+          this->check_meta(op, r, m, maxw);
+          op.counts[r] = static_cast<int>(m[0]);
+          op.displs[r] = this->as_count(total, "param_server");
+          total += m[0];
+          if (r != S) wire += m[0] * 8 + meta_words * 8;
+        }
+        this->as_count(total, "param_server");
+        op.stats.wire_bytes = wire;
+        this->post_gatherv(op, op.send, op.counts[S], op.recv, op.counts, op.displs, S);
+        op.phase = 2;
+        return false;
+      }
+      case 2: {  // server: average, requantize, broadcast
+        const std::uint64_t total = static_cast<std::uint64_t>(op.displs[K - 1]) + op.counts[K - 1];
+        this->from_mpi(op, op.recv, 0, total);
+        this->zero(op, op.acc, op.n);
+        const float w = this->weight();
+        for (int r = 0; r < K; ++r)
+          this->decode_accumulate(op, r, op.recv.span(op.displs[r], op.counts[r]), std::size_t(op.counts[r]) * 8, w,
+                                  op.acc, op.n);
+        const std::uint64_t maxw = this->max_words(op.n);
+        const std::size_t bytes = this->encode(
+            op, op.acc, op.n, this->key(op, static_cast<std::uint32_t>(S) | requant_flag), op.send2.span(0, maxw));
+        const std::uint64_t words = words_of(bytes);
+        this->maybe_inject(op, 2, op.send2, 0, words);
+        op.stats.requantized_bytes = bytes;
+        op.meta2_send.resize(meta_words);
+        this->set_meta(op, op.meta2_send.data(), words);
+        std::copy(op.meta2_send.begin(), op.meta2_send.end(), op.meta2_recv.begin());
+        this->post_bcast(op, op.meta2_recv.data(), meta_words, S);
+        this->post_bcast(op, op.send2, static_cast<int>(words), S);
+        op.phase = 5;
+        return false;
+      }
+      case 3: {  // worker: the broadcast's size is known; receive the message
+        this->check_meta(op, S, op.meta2_recv.data(), this->max_words(op.n));
+        op.stats.wire_bytes = op.meta2_recv[0] * 8 + meta_words * 8;
+        this->post_bcast(op, op.recv2, static_cast<int>(op.meta2_recv[0]), S);
+        op.phase = 4;
+        return false;
+      }
+      case 4: {  // worker: decode the average
+        const std::uint64_t words = op.meta2_recv[0];
+        this->from_mpi(op, op.recv2, 0, words);
+        this->decode_values(op, S, op.recv2.span(0, words), words * 8, op.out, op.n);
+        return true;
+      }
+      default: {  // server: decode its own broadcast, the same bytes every worker decodes
+        const std::uint64_t words = op.meta2_recv[0];
+        this->decode_values(op, S, op.send2.span(0, words), words * 8, op.out, op.n);
+        return true;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+template <class E>
+std::unique_ptr<Exchange<E>> make_param_server(const ExchangeConfig& cfg, const Communicator& comm, const E& exec) {
+  return std::make_unique<ParamServer<E>>(cfg, comm, exec);
+}
+
+QSGD_COMM_INSTANTIATE_FACTORY(make_param_server)
+
+}  // namespace qsgd::comm::detail

@@ -1,0 +1,182 @@
+// Scatter-reduce-allgather with requantization (spec section 4).
+//
+// Algorithm: the vector is split into K chunks whose boundaries are multiples
+// of the bucket size d (partition.hpp), so every chunk holds whole buckets.
+// Each rank quantizes its whole gradient once with key (seed, step, r,
+// tensor), exactly as allgather does, and encodes chunk j of the quantized
+// vector as a message of its own (own header, own checksum). Metadata go by
+// MPI_Ialltoall, the chunk messages by MPI_Ialltoallv: rank j receives chunk
+// j of every rank. Rank j decodes and accumulates them in rank order with
+// weight 1/K (so its partial average is bitwise the allgather average on
+// that chunk), requantizes it with key (seed, step, j | 2^31, tensor), and
+// the reduced chunks are allgathered (metadata, then MPI_Iallgatherv). Every
+// rank decodes all K reduced chunks, its own included, into out: identical
+// bits everywhere.
+// Cost per rank: one quantize of n, K chunk encodes; K decodes and one encode
+// of n/K; K decodes of n/K. Wire per rank ~ 2 messages, independent of K:
+// wire_bytes = sum_{r != me} bytes(chunk me of r) + sum_{j != me}
+// bytes(reduced chunk j) + 64 (K-1).
+
+#include "detail/exchange_base.hpp"
+#include "qsgd/comm/partition.hpp"
+
+namespace qsgd::comm::detail {
+namespace {
+
+template <class E>
+class ScatterReduce final : public ExchangeBase<E> {
+  using B = ExchangeBase<E>;
+  using typename B::OpT;
+  using Mem = typename B::memory_space;
+
+ public:
+  using B::B;
+
+ protected:
+  std::uint64_t chunk_len(const OpT& op, int j) const { return op.bounds[j + 1] - op.bounds[j]; }
+
+  void begin(OpT& op) override {
+    const int K = this->ranks(), me = this->rank();
+    const CodecConfig& cc = this->codec_.config();
+    const bool quant = is_quantized(cc.codec);
+    const std::uint64_t d = effective_bucket(cc, op.n);
+    partition(op.n, K, partition_align(quant, d, op.n), op.bounds);
+    // Send buffer: K chunk messages back to back, each within its own bound.
+    std::uint64_t cap = 0;
+    for (int j = 0; j < K; ++j) cap += this->max_words(chunk_len(op, j));
+    op.send.reserve(cap);
+    const std::uint64_t my_len = chunk_len(op, me), my_max = this->max_words(my_len);
+    op.recv.reserve(my_max * static_cast<std::uint64_t>(K));
+    op.send2.reserve(my_max);
+    std::uint64_t cap2 = 0;
+    for (int j = 0; j < K; ++j) cap2 += this->max_words(chunk_len(op, j));
+    op.recv2.reserve(cap2);
+    if (op.acc.extent(0) < my_len)
+      op.acc =
+          Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::sra_acc"), my_len);
+    op.meta_send.resize(static_cast<std::size_t>(meta_words) * K);
+    op.meta_recv.resize(static_cast<std::size_t>(meta_words) * K);
+    op.meta2_send.resize(meta_words);
+    op.meta2_recv.resize(static_cast<std::size_t>(meta_words) * K);
+    op.scounts.resize(K);
+    op.sdispls.resize(K);
+    op.counts.resize(K);
+    op.displs.resize(K);
+    op.counts2.resize(K);
+    op.displs2.resize(K);
+
+    const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
+    if (quant) {  // one quantization of the whole gradient: the chunks are views of it
+      const auto t0 = Clock::now();
+      quantize(this->exec_, cc, op.grad, op.n, k, this->q_);
+      this->exec_.fence();
+      op.stats.quantize_s += seconds_since(t0);
+    }
+    std::uint64_t off = 0, total_bytes = 0;
+    for (int j = 0; j < K; ++j) {
+      const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j), maxw = this->max_words(len);
+      const auto out = op.send.span(off, maxw);
+      std::size_t bytes;
+      const auto t0 = Clock::now();
+      if (quant) {
+        Quantized<Mem> qc = this->q_;  // shares storage
+        qc.n = len;
+        const std::uint64_t b0 = lo / qc.d, nb = len == 0 ? 0 : (len + qc.d - 1) / qc.d;
+        qc.levels = Kokkos::subview(this->q_.levels, Kokkos::make_pair(lo, lo + len));
+        qc.scales = Kokkos::subview(this->q_.scales, Kokkos::make_pair(b0, b0 + nb));
+        bytes = this->codec_.encode(qc, out);
+      } else {
+        bytes = this->codec_.encode(Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out);
+      }
+      op.stats.encode_s += seconds_since(t0);
+      const std::uint64_t words = words_of(bytes);
+      if (j == (me + 1) % K) this->maybe_inject(op, 1, op.send, off, words);
+      op.scounts[j] = static_cast<int>(words);
+      op.sdispls[j] = this->as_count(off, "scatter_reduce");
+      this->set_meta(op, &op.meta_send[static_cast<std::size_t>(j) * meta_words], words);
+      off += words;
+      total_bytes += bytes;
+    }
+    this->as_count(off, "scatter_reduce");
+    op.stats.encoded_bytes = total_bytes;
+    this->post_alltoall(op, op.meta_send.data(), meta_words, op.meta_recv.data());
+    op.phase = 1;
+  }
+
+  bool next(OpT& op) override {
+    const int K = this->ranks(), me = this->rank();
+    const float w = this->weight();
+    switch (op.phase) {
+      case 1: {  // chunk sizes in: post the alltoallv
+        const std::uint64_t maxw = this->max_words(chunk_len(op, me));
+        std::uint64_t total = 0;
+        for (int r = 0; r < K; ++r) {
+          const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
+          this->check_meta(op, r, m, maxw);
+          op.counts[r] = static_cast<int>(m[0]);
+          op.displs[r] = this->as_count(total, "scatter_reduce");
+          total += m[0];
+          if (r != me) op.stats.wire_bytes += m[0] * 8 + meta_words * 8;
+        }
+        this->post_alltoallv(op, op.send, op.scounts, op.sdispls, op.recv, op.counts, op.displs);
+        op.phase = 2;
+        return false;
+      }
+      case 2: {  // reduce this rank's chunk, requantize, announce its size
+        const std::uint64_t len = chunk_len(op, me);
+        const std::uint64_t total = static_cast<std::uint64_t>(op.displs[K - 1]) + op.counts[K - 1];
+        this->from_mpi(op, op.recv, 0, total);
+        this->zero(op, op.acc, len);
+        for (int r = 0; r < K; ++r)
+          this->decode_accumulate(op, r, op.recv.span(op.displs[r], op.counts[r]), std::size_t(op.counts[r]) * 8, w,
+                                  op.acc, len);
+        const std::size_t bytes =
+            this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
+                         op.send2.span(0, this->max_words(len)));
+        const std::uint64_t words = words_of(bytes);
+        this->maybe_inject(op, 2, op.send2, 0, words);
+        op.stats.requantized_bytes = bytes;
+        this->set_meta(op, op.meta2_send.data(), words);
+        this->post_allgather(op, op.meta2_send.data(), meta_words, op.meta2_recv.data());
+        op.phase = 3;
+        return false;
+      }
+      case 3: {  // reduced sizes in: allgather the reduced chunks
+        std::uint64_t total = 0;
+        for (int j = 0; j < K; ++j) {
+          const std::uint64_t* m = &op.meta2_recv[static_cast<std::size_t>(j) * meta_words];
+          this->check_meta(op, j, m, this->max_words(chunk_len(op, j)));
+          op.counts2[j] = static_cast<int>(m[0]);
+          op.displs2[j] = this->as_count(total, "scatter_reduce");
+          total += m[0];
+          if (j != me) op.stats.wire_bytes += m[0] * 8 + meta_words * 8;
+        }
+        this->as_count(total, "scatter_reduce");
+        this->post_allgatherv(op, op.send2, op.counts2[me], op.recv2, op.counts2, op.displs2);
+        op.phase = 4;
+        return false;
+      }
+      default: {  // every reduced chunk into out
+        const std::uint64_t total = static_cast<std::uint64_t>(op.displs2[K - 1]) + op.counts2[K - 1];
+        this->from_mpi(op, op.recv2, 0, total);
+        for (int j = 0; j < K; ++j) {
+          const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j);
+          this->decode_values(op, j, op.recv2.span(op.displs2[j], op.counts2[j]), std::size_t(op.counts2[j]) * 8,
+                              Kokkos::subview(op.out, Kokkos::make_pair(lo, lo + len)), len);
+        }
+        return true;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+template <class E>
+std::unique_ptr<Exchange<E>> make_scatter_reduce(const ExchangeConfig& cfg, const Communicator& comm, const E& exec) {
+  return std::make_unique<ScatterReduce<E>>(cfg, comm, exec);
+}
+
+QSGD_COMM_INSTANTIATE_FACTORY(make_scatter_reduce)
+
+}  // namespace qsgd::comm::detail

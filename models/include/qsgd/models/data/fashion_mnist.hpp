@@ -1,0 +1,34 @@
+#pragma once
+// Fashion-MNIST (Xiao, Rasul, Vollgraf 2017) from Debian's
+// dataset-fashion-mnist package, which installs
+//   /usr/share/datasets/fashion-mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz
+// 60,000 training and 10,000 test images, 28x28 grey, 10 classes.
+//
+// Features: pixel / 255, then standardized with the training set's mean
+// 0.2860 and standard deviation 0.3530 unless standardize is false.
+// Checks: images 3-D (n x 28 x 28), labels 1-D with the same n, every label
+// < 10; otherwise a DataError naming the file.
+
+#include <string>
+
+#include "qsgd/models/data/dataset.hpp"
+
+namespace qsgd::models {
+
+enum class Split { train, test };
+
+// $QSGD_FASHION_MNIST_DIR if set, else /usr/share/datasets/fashion-mnist.
+std::string default_fashion_mnist_dir();
+
+// <dir>/<stem> if it exists, else <dir>/<stem>.gz; a DataError naming both
+// paths if neither exists.
+std::string find_idx_file(const std::string& dir, const std::string& stem);
+
+LabeledDataset load_fashion_mnist(const std::string& dir, Split split, bool standardize = true);
+
+// Builds a labelled dataset from an image file and a label file (IDX,
+// gzipped or not), with the checks above but any image size.
+LabeledDataset load_idx_classification(const std::string& images_path, const std::string& labels_path,
+                                       std::size_t classes, bool standardize, float mean, float stddev);
+
+}  // namespace qsgd::models

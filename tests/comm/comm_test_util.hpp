@@ -1,0 +1,153 @@
+#pragma once
+// Helpers shared by the qsgd::comm tests.
+//
+// Gradients are pure functions of (seed, rank, index), so every rank can build
+// every other rank's gradient locally and compute the exact average (in
+// double) and the rank-order float average without communicating. Reference
+// computations run on the host; Views move through mirrors, so the same tests
+// compile for device backends.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <qsgd/comm.hpp>
+#include <qsgd/kernels.hpp>
+#include <string>
+#include <vector>
+
+namespace qsgd_comm_test {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+using Values = Kokkos::View<float*, Mem>;
+using ExchangePtr = std::unique_ptr<qsgd::comm::Exchange<Exec>>;
+using qsgd::CodecConfig;
+using qsgd::CodecKind;
+using qsgd::Norm;
+using qsgd::comm::StrategyKind;
+
+inline std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Standard normal from (seed, rank, i), Box-Muller on two 53-bit uniforms.
+inline double normal(std::uint64_t seed, int rank, std::uint64_t i) {
+  const std::uint64_t h1 = mix64(mix64(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank)) ^ (2 * i));
+  const std::uint64_t h2 = mix64(h1 ^ (2 * i + 1));
+  const double u1 = (static_cast<double>(h1 >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = (static_cast<double>(h2 >> 11) + 0.5) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// Rank r's gradient: N(0,1) times a magnitude that changes every 700
+// coordinates (so quantization buckets of very different scales meet).
+inline std::vector<float> gradient(std::uint64_t seed, int rank, std::uint64_t n) {
+  static const double mags[] = {1.0, 0.05, 3.0, 0.4};
+  std::vector<float> g(n);
+  for (std::uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(normal(seed, rank, i) * mags[(i / 700) % 4]);
+  return g;
+}
+
+inline Values to_device(const std::vector<float>& h) {
+  Values v(Kokkos::view_alloc(Kokkos::WithoutInitializing, "test::values"), h.size());
+  auto m = Kokkos::create_mirror_view(v);
+  for (std::size_t i = 0; i < h.size(); ++i) m(i) = h[i];
+  Kokkos::deep_copy(v, m);
+  return v;
+}
+
+inline std::vector<float> to_host(const Values& v, std::size_t n) {
+  auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<float>(m.data(), m.data() + n);
+}
+
+// Exact average of all ranks' gradients, in double.
+inline std::vector<double> exact_average(std::uint64_t seed, int ranks, std::uint64_t n) {
+  std::vector<double> a(n, 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    const auto g = gradient(seed, r, n);
+    for (std::uint64_t i = 0; i < n; ++i) a[i] += g[i];
+  }
+  for (auto& x : a) x /= ranks;
+  return a;
+}
+
+// What the fp32 codec strategies compute: acc = 0; acc = acc + (1/K) g_r in
+// rank order, every operation rounded to float.
+inline std::vector<float> rank_order_average(std::uint64_t seed, int ranks, std::uint64_t n) {
+  std::vector<float> a(n, 0.0f);
+  const float w = 1.0f / static_cast<float>(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const auto g = gradient(seed, r, n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const float t = w * g[i];
+      a[i] = a[i] + t;
+    }
+  }
+  return a;
+}
+
+inline std::uint64_t bits_hash(const std::vector<float>& v) {
+  return qsgd::comm::fnv1a(v.data(), v.size() * sizeof(float), v.size());
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// Collective: true on every rank when every rank holds the same bits.
+inline bool identical_on_all_ranks(const qsgd::comm::Communicator& comm, const std::vector<float>& v) {
+  const auto all = comm.allgather(bits_hash(v));
+  return std::all_of(all.begin(), all.end(), [&](std::uint64_t h) { return h == all[0]; });
+}
+
+// Collective: true on every rank when `ok` is true on every rank.
+inline bool all_ranks(const qsgd::comm::Communicator& comm, bool ok) {
+  const auto all = comm.allgather(ok ? 1 : 0);
+  return std::all_of(all.begin(), all.end(), [](std::uint64_t x) { return x == 1; });
+}
+
+inline CodecConfig codec(CodecKind k, std::uint32_t s = 16, std::uint32_t d = 512, Norm norm = Norm::max) {
+  CodecConfig c;
+  c.codec = k;
+  c.s = s;
+  c.d = d;
+  c.norm = norm;
+  return c;
+}
+
+inline qsgd::comm::ExchangeConfig config(StrategyKind k, const CodecConfig& c, std::uint64_t seed = 1) {
+  qsgd::comm::ExchangeConfig cfg;
+  cfg.strategy = k;
+  cfg.codec = c;
+  cfg.seed = seed;
+  return cfg;
+}
+
+inline std::string name(StrategyKind k, const CodecConfig& c) {
+  return qsgd::comm::to_string(k) + "/" + qsgd::to_string(c.codec);
+}
+
+// Runs one blocking exchange of `grad` and returns the host result.
+inline std::vector<float> run(qsgd::comm::Exchange<Exec>& ex, const std::vector<float>& grad, std::uint32_t tensor,
+                              std::uint64_t step) {
+  Values g = to_device(grad);
+  Values out("test::out", grad.size());
+  ex.average(g, out, tensor, step);
+  return to_host(out, grad.size());
+}
+
+// Number of quantization stages (1, or 2 with requantization) of a strategy.
+inline int stages(StrategyKind k) {
+  return k == StrategyKind::param_server || k == StrategyKind::scatter_reduce ? 2 : 1;
+}
+
+}  // namespace qsgd_comm_test

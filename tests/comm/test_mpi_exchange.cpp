@@ -1,0 +1,342 @@
+// qsgd::comm under MPI, deterministic properties. Registered at 1, 2, 3 and 4
+// ranks. Every test is collective: local checks use EXPECT_* and never return
+// early before a collective.
+
+#include "comm_test_util.hpp"
+
+namespace {
+
+using namespace qsgd_comm_test;
+using qsgd::comm::Communicator;
+using qsgd::comm::ExchangeError;
+using qsgd::comm::make_exchange;
+
+struct Case {
+  StrategyKind strategy;
+  CodecConfig codec;
+  int server = 0;
+};
+
+std::vector<Case> all_cases(int ranks) {
+  std::vector<Case> cs = {{StrategyKind::allreduce, codec(CodecKind::fp32)},
+                          {StrategyKind::allreduce16, codec(CodecKind::bf16)},
+                          {StrategyKind::allreduce16, codec(CodecKind::fp16)}};
+  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce})
+    for (CodecKind c : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse, CodecKind::fp32})
+      cs.push_back({k, codec(c)});
+  cs.push_back({StrategyKind::allgather, codec(CodecKind::bf16)});
+  cs.push_back({StrategyKind::param_server, codec(CodecKind::fixed, 7), ranks - 1});  // server not rank 0
+  cs.push_back({StrategyKind::scatter_reduce, codec(CodecKind::fixed, 16, 0)});       // one bucket: any split
+  return cs;
+}
+
+std::string label(const Case& c) {
+  return name(c.strategy, c.codec) + " s " + std::to_string(c.codec.s) + " d " + std::to_string(c.codec.d) +
+         " server " + std::to_string(c.server);
+}
+
+ExchangePtr make(const Case& c, const Communicator& comm, std::uint64_t seed = 1) {
+  auto cfg = config(c.strategy, c.codec, seed);
+  cfg.server = c.server;
+  return make_exchange(cfg, comm);
+}
+
+// Largest |error| the algorithm allows at coordinate i, deterministically.
+std::vector<double> tolerance(const Case& c, int K, std::uint64_t seed, std::uint64_t n) {
+  std::vector<double> mx(n, 0.0), tol(n, 0.0);
+  for (int r = 0; r < K; ++r) {
+    const auto g = gradient(seed, r, n);
+    for (std::uint64_t i = 0; i < n; ++i) mx[i] = std::max(mx[i], std::fabs(static_cast<double>(g[i])));
+  }
+  const CodecKind ck = c.codec.codec;
+  if (c.strategy == StrategyKind::allreduce || ck == CodecKind::fp32) {
+    // K - 1 float additions and a scaling, each within 2^-24 of a partial sum <= max.
+    for (std::uint64_t i = 0; i < n; ++i) tol[i] = (K + 1) * 0x1.0p-24 * mx[i] * 2;
+    return tol;
+  }
+  if (c.strategy == StrategyKind::allreduce16 || ck == CodecKind::bf16 || ck == CodecKind::fp16) {
+    const bool half = ck == CodecKind::fp16;
+    const double rel = half ? 0x1.0p-11 : 0x1.0p-8, abs = half ? 0x1.0p-24 : 0.0;
+    for (std::uint64_t i = 0; i < n; ++i) tol[i] = (2 * K + 1) * (rel * mx[i] + abs);
+    return tol;
+  }
+  // Max-norm quantization: each stage moves a coordinate by less than one unit
+  // scale / s of its bucket, and every scale is at most the bucket's largest
+  // |g_r| over ranks.
+  const std::uint64_t d = c.codec.d == 0 ? std::max<std::uint64_t>(n, 1) : c.codec.d;
+  for (std::uint64_t b0 = 0; b0 < n; b0 += d) {
+    double m = 0;
+    for (std::uint64_t i = b0; i < std::min(n, b0 + d); ++i) m = std::max(m, mx[i]);
+    for (std::uint64_t i = b0; i < std::min(n, b0 + d); ++i)
+      tol[i] = stages(c.strategy) * m / c.codec.s * (1 + 1e-5) + 1e-6 * m;
+  }
+  return tol;
+}
+
+TEST(Exchange, IdenticalBitsOnEveryRankAndWithinTheAlgorithmsBound) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t seed = 11;
+  for (const Case& c : all_cases(K)) {
+    auto ex = make(c, comm, seed);
+    for (std::uint64_t n : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(K > 1 ? K - 1 : 1), std::uint64_t(1000),
+                            std::uint64_t(4099)}) {
+      const auto out = run(*ex, gradient(seed, me, n), 3, 7);
+      EXPECT_TRUE(identical_on_all_ranks(comm, out)) << label(c) << " n " << n;
+      if (c.codec.codec == CodecKind::fp32 && c.strategy != StrategyKind::allreduce) {
+        EXPECT_TRUE(same_bits(out, rank_order_average(seed, K, n))) << label(c) << " n " << n;
+        continue;
+      }
+      const auto avg = exact_average(seed, K, n);
+      const auto tol = tolerance(c, K, seed, n);
+      std::uint64_t bad = 0;
+      for (std::uint64_t i = 0; i < n; ++i)
+        if (!(std::fabs(out[i] - avg[i]) <= tol[i])) {
+          if (bad++ == 0)
+            ADD_FAILURE() << label(c) << " n " << n << " i " << i << ": " << out[i] << " vs " << avg[i] << " tol "
+                          << tol[i];
+        }
+      EXPECT_EQ(bad, 0u) << label(c) << " n " << n;
+    }
+  }
+}
+
+TEST(Exchange, WireCodeDoesNotChangeTheValues) {
+  // The levels depend on the key only; fixed width and both Elias codes are
+  // lossless codes of them, so the averages must agree to the bit.
+  const Communicator comm = Communicator::world();
+  const int me = comm.rank();
+  const auto g = gradient(21, me, 4099);
+  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce})
+    for (auto [s, d, norm] :
+         {std::tuple{16u, 512u, Norm::max}, std::tuple{7u, 256u, Norm::l2}, std::tuple{16u, 0u, Norm::max}}) {
+      std::vector<std::vector<float>> outs;
+      for (CodecKind c : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse}) {
+        auto ex = make_exchange(config(k, codec(c, s, d, norm)), comm);
+        outs.push_back(run(*ex, g, 1, 2));
+      }
+      EXPECT_TRUE(same_bits(outs[0], outs[1])) << qsgd::comm::to_string(k) << " s " << s << " d " << d;
+      EXPECT_TRUE(same_bits(outs[0], outs[2])) << qsgd::comm::to_string(k) << " s " << s << " d " << d;
+    }
+}
+
+TEST(Exchange, ZeroGradientsGiveZero) {
+  const Communicator comm = Communicator::world();
+  for (const Case& c : all_cases(comm.size())) {
+    auto ex = make(c, comm);
+    const auto out = run(*ex, std::vector<float>(3000, 0.0f), 0, 1);
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; })) << label(c);
+  }
+}
+
+TEST(Exchange, SameKeySameBitsOtherStepOtherDraws) {
+  const Communicator comm = Communicator::world();
+  const auto g = gradient(4, comm.rank(), 2000);
+  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce}) {
+    auto ex = make_exchange(config(k, codec(CodecKind::elias_dense)), comm);
+    const auto a = run(*ex, g, 5, 1), b = run(*ex, g, 5, 1), c = run(*ex, g, 5, 2), d = run(*ex, g, 6, 1);
+    EXPECT_TRUE(same_bits(a, b)) << qsgd::comm::to_string(k);
+    EXPECT_FALSE(same_bits(a, c)) << qsgd::comm::to_string(k);
+    EXPECT_FALSE(same_bits(a, d)) << qsgd::comm::to_string(k);
+  }
+}
+
+TEST(Exchange, NonBlockingOperationsOverlapAndMatchBlocking) {
+  const Communicator comm = Communicator::world();
+  const int me = comm.rank();
+  auto sr = make_exchange(config(StrategyKind::scatter_reduce, codec(CodecKind::elias_dense)), comm);
+  auto ps = make_exchange(config(StrategyKind::param_server, codec(CodecKind::fixed)), comm);
+  const std::vector<std::uint64_t> sizes = {3000, 700, 5000};
+  std::vector<Values> in, out;
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    in.push_back(to_device(gradient(30 + t, me, sizes[t])));
+    out.push_back(Values("out", sizes[t]));
+  }
+  Values pin = to_device(gradient(40, me, 2500)), pout("pout", 2500);
+  std::vector<qsgd::comm::Handle> h;
+  h.push_back(sr->start(in[0], out[0], 0, 4));
+  sr->progress();
+  auto hp = ps->start(pin, pout, 9, 4);
+  h.push_back(sr->start(in[1], out[1], 1, 4));
+  ps->progress();
+  h.push_back(sr->start(in[2], out[2], 2, 4));
+  EXPECT_EQ(sr->in_flight(), 3u);
+  for (int i = 0; i < 5; ++i) {
+    sr->progress();
+    ps->test(hp);
+  }
+  sr->wait(h[2]);
+  ps->wait(hp);
+  sr->wait(h[0]);
+  sr->wait(h[1]);
+  EXPECT_EQ(sr->in_flight(), 0u);
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    Values ref("ref", sizes[t]);
+    sr->average(in[t], ref, static_cast<std::uint32_t>(t), 4);
+    EXPECT_TRUE(same_bits(to_host(out[t], sizes[t]), to_host(ref, sizes[t]))) << t;
+  }
+  Values pref("pref", 2500);
+  ps->average(pin, pref, 9, 4);
+  EXPECT_TRUE(same_bits(to_host(pout, 2500), to_host(pref, 2500)));
+}
+
+TEST(Exchange, WireBytesFollowTheFormulas) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t n = 4099;
+  const auto g = gradient(8, me, n);
+  {
+    auto ex = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+    run(*ex, g, 0, 0);
+    EXPECT_EQ(ex->last_stats().wire_bytes, 2 * std::uint64_t(K - 1) * n * 4 / K);
+  }
+  {
+    auto ex = make_exchange(config(StrategyKind::allgather, codec(CodecKind::elias_dense)), comm);
+    run(*ex, g, 0, 0);
+    const auto enc = comm.allgather(ex->last_stats().encoded_bytes);
+    std::uint64_t want = 0;
+    for (int r = 0; r < K; ++r)
+      if (r != me) want += enc[r] + 32;
+    EXPECT_EQ(ex->last_stats().wire_bytes, want);
+  }
+  {
+    auto ex = make_exchange(config(StrategyKind::param_server, codec(CodecKind::elias_dense)), comm);
+    run(*ex, g, 0, 0);
+    const auto enc = comm.allgather(ex->last_stats().encoded_bytes);
+    const auto req = comm.allgather(ex->last_stats().requantized_bytes);
+    std::uint64_t want = 0;
+    if (me == 0) {
+      for (int r = 1; r < K; ++r) want += enc[r] + 32;
+    } else {
+      want = req[0] + 32;
+    }
+    EXPECT_EQ(ex->last_stats().wire_bytes, want);
+  }
+  {
+    auto ex = make_exchange(config(StrategyKind::scatter_reduce, codec(CodecKind::elias_dense)), comm);
+    run(*ex, g, 0, 0);
+    const auto wire = comm.allgather(ex->last_stats().wire_bytes);
+    const auto enc = comm.allgather(ex->last_stats().encoded_bytes);
+    const auto req = comm.allgather(ex->last_stats().requantized_bytes);
+    // Summed over ranks: every chunk message but the K kept at home, every
+    // reduced chunk K-1 times, and 2 x 32 bytes of metadata per pair of ranks.
+    std::uint64_t total_wire = 0, total_enc = 0, total_req = 0;
+    for (int r = 0; r < K; ++r) {
+      total_wire += wire[r];
+      total_enc += enc[r];
+      total_req += req[r];
+    }
+    EXPECT_LT(total_wire, total_enc + (K - 1) * total_req + 64 * std::uint64_t(K) * (K - 1) + (K == 1 ? 1 : 0));
+    EXPECT_GE(total_wire, (K - 1) * total_req + 64 * std::uint64_t(K) * (K - 1));
+  }
+}
+
+TEST(Exchange, ConfigurationMismatchNamesTheRanks) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  if (K == 1) GTEST_SKIP() << "needs two ranks";
+  auto cfg = config(StrategyKind::allgather, codec(CodecKind::elias_dense, me == K - 1 ? 7 : 16));
+  cfg.on_error = qsgd::comm::ErrorPolicy::throw_error;  // every rank sees the mismatch: throwing is safe
+  try {
+    make_exchange(cfg, comm);
+    ADD_FAILURE() << "no error";
+  } catch (const ExchangeError& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(e.exit_code(), qsgd::comm::exit_config_mismatch);
+    EXPECT_NE(w.find("exchange configuration differs across ranks"), std::string::npos) << w;
+    EXPECT_NE(w.find("rank {" + std::to_string(K - 1) + "} has hash"), std::string::npos) << w;
+    EXPECT_NE(w.find(K == 2 ? "rank {0} has hash" : "ranks {0, 1"), std::string::npos) << w;
+    EXPECT_NE(w.find(me == K - 1 ? "s 7" : "s 16"), std::string::npos) << w;
+  }
+}
+
+TEST(Exchange, RanksThatDisagreeOnAnOperationStopCleanly) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  if (K == 1) GTEST_SKIP() << "needs two ranks";
+  // allgather and scatter-reduce exchange everyone's metadata, so every rank
+  // detects the disagreement before any payload moves.
+  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::scatter_reduce}) {
+    auto cfg = config(k, codec(CodecKind::fixed));
+    cfg.on_error = qsgd::comm::ErrorPolicy::throw_error;
+    auto ex = make_exchange(cfg, comm);
+    try {
+      run(*ex, gradient(1, me, me == K - 1 ? 1001 : 1000), 0, 3);
+      ADD_FAILURE() << "no error";
+    } catch (const ExchangeError& e) {
+      EXPECT_EQ(e.exit_code(), qsgd::comm::exit_config_mismatch);
+      EXPECT_NE(std::string(e.what()).find("ranks disagree on the operation"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Bucketer, Fp32BucketsEqualPerTensorExchangesBitwise) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::vector<std::uint64_t> sizes = {30000, 5, 20000, 100, 70000, 7, 12000};
+  std::vector<std::vector<float>> g;
+  for (std::size_t t = 0; t < sizes.size(); ++t) g.push_back(gradient(50 + t, me, sizes[t]));
+  struct Pair {
+    StrategyKind compressed, dense;
+    bool bitwise;
+  };
+  // Rank-order fp32 averages do not depend on how tensors are fused. MPI's own
+  // allreduce may pick another algorithm (another summation order) for another
+  // size; with two ranks there is only one order.
+  for (Pair p : {Pair{StrategyKind::scatter_reduce, StrategyKind::allgather, true},
+                 Pair{StrategyKind::param_server, StrategyKind::scatter_reduce, true},
+                 Pair{StrategyKind::allreduce, StrategyKind::allreduce, K <= 2}}) {
+    auto cx = make_exchange(config(p.compressed, codec(CodecKind::fp32)), comm);
+    auto dx = make_exchange(config(p.dense, codec(CodecKind::fp32)), comm);
+    qsgd::comm::BucketerConfig bc;
+    bc.fusion_bytes = 200000;
+    qsgd::comm::Bucketer<Exec> bk(*cx, *dx, bc);
+    for (auto n : sizes) bk.add(n);
+    bk.plan();
+    EXPECT_GE(bk.buckets().size(), 4u);
+    bk.begin_step(3);
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      bk.push(static_cast<std::uint32_t>(t), to_device(g[t]));
+      bk.progress();
+    }
+    for (std::size_t t = sizes.size(); t-- > 0;) {
+      Values out("out", sizes[t]);
+      bk.wait(static_cast<std::uint32_t>(t), out);
+      auto& ex = sizes[t] < bc.layer_filter ? *dx : *cx;
+      const auto h = to_host(out, sizes[t]);
+      const auto ref = run(ex, g[t], static_cast<std::uint32_t>(t), 3);
+      EXPECT_TRUE(identical_on_all_ranks(comm, h)) << t;
+      if (p.bitwise) {
+        EXPECT_TRUE(same_bits(h, ref)) << qsgd::comm::to_string(p.compressed) << " tensor " << t;
+      } else {
+        double worst = 0;
+        for (std::size_t i = 0; i < h.size(); ++i)
+          worst = std::max(worst, std::fabs(h[i] - ref[i]) / (std::fabs(ref[i]) + 1e-30));
+        EXPECT_LT(worst, K * 0x1.0p-22) << "tensor " << t;
+      }
+    }
+    bk.wait_all();
+  }
+}
+
+TEST(Bucketer, PlanMismatchNamesTheRanks) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  if (K == 1) GTEST_SKIP() << "needs two ranks";
+  auto cfg = config(StrategyKind::allgather, codec(CodecKind::fixed));
+  cfg.on_error = qsgd::comm::ErrorPolicy::throw_error;
+  auto cx = make_exchange(cfg, comm);
+  auto dx = make_exchange(cfg, comm);
+  qsgd::comm::Bucketer<Exec> bk(*cx, *dx);
+  bk.add(20000);
+  bk.add(me == 0 ? 300 : 301);
+  try {
+    bk.plan();
+    ADD_FAILURE() << "no error";
+  } catch (const ExchangeError& e) {
+    EXPECT_EQ(e.exit_code(), qsgd::comm::exit_config_mismatch);
+    EXPECT_NE(std::string(e.what()).find("bucketer plan"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

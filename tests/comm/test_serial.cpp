@@ -1,0 +1,323 @@
+// qsgd::comm on the serial communicator: one process, no MPI_Init, no mpirun.
+// Every strategy must run and give exactly what its algorithm gives at K = 1.
+
+#include "comm_test_util.hpp"
+
+namespace {
+
+using namespace qsgd_comm_test;
+using qsgd::comm::Communicator;
+using qsgd::comm::ExchangeError;
+using qsgd::comm::make_exchange;
+
+const std::vector<StrategyKind> all_strategies = {StrategyKind::allreduce, StrategyKind::allreduce16,
+                                                  StrategyKind::allgather, StrategyKind::param_server,
+                                                  StrategyKind::scatter_reduce};
+
+// Q(v) with key (seed, step, rank, tensor), decoded: what one quantization stage gives.
+std::vector<float> quantize_stage(const CodecConfig& c, const std::vector<float>& v, std::uint64_t seed,
+                                  std::uint64_t step, std::uint32_t rank, std::uint32_t tensor) {
+  qsgd::Codec<Exec> codec(c);
+  Values in = to_device(v);
+  Kokkos::View<std::uint64_t*, Mem> msg("msg", codec.max_message_bytes(v.size()) / 8);
+  const std::size_t bytes = codec.encode(in, v.size(), qsgd::RngKey{seed, step, rank, tensor}, msg);
+  Values out("out", v.size());
+  codec.decode(msg, bytes, out);
+  return to_host(out, v.size());
+}
+
+TEST(Partition, CoversAlignedAndBalanced) {
+  std::vector<std::uint64_t> b;
+  for (std::uint64_t n : {0ull, 1ull, 3ull, 511ull, 512ull, 1000ull, 4099ull, 100000ull})
+    for (int k : {1, 2, 3, 4, 7})
+      for (std::uint64_t a : {1ull, 512ull}) {
+        qsgd::comm::partition(n, k, a, b);
+        ASSERT_EQ(b.size(), static_cast<std::size_t>(k) + 1);
+        EXPECT_EQ(b.front(), 0u);
+        EXPECT_EQ(b.back(), n);
+        std::uint64_t lo = ~0ull, hi = 0;
+        for (int j = 0; j < k; ++j) {
+          EXPECT_LE(b[j], b[j + 1]);
+          if (b[j] < n) {
+            EXPECT_EQ(b[j] % a, 0u) << "n " << n << " k " << k;
+          }
+          const std::uint64_t units = (b[j + 1] - b[j] + a - 1) / a;
+          lo = std::min(lo, units);
+          hi = std::max(hi, units);
+        }
+        EXPECT_LE(hi - lo, 1u) << "n " << n << " k " << k << " align " << a;
+      }
+  EXPECT_EQ(qsgd::comm::partition_align(true, 512, 4096), 512u);
+  EXPECT_EQ(qsgd::comm::partition_align(true, 512, 300), 1u);  // one bucket: any split
+  EXPECT_EQ(qsgd::comm::partition_align(false, 512, 4096), 1u);
+}
+
+TEST(FaultInjection, Parses) {
+  const auto f = qsgd::comm::FaultInjection::parse("rank=1,step=3,tensor=7,stage=2");
+  EXPECT_TRUE(f.enabled);
+  EXPECT_EQ(f.rank, 1);
+  EXPECT_EQ(f.step, 3u);
+  EXPECT_EQ(f.tensor, 7u);
+  EXPECT_EQ(f.stage, 2);
+  EXPECT_EQ(qsgd::comm::FaultInjection::parse("step=0,rank=0").tensor, 0u);
+  EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1"), qsgd::Error);
+  EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1,step=x"), qsgd::Error);
+  EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1,step=2,color=3"), qsgd::Error);
+  EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1,step=2,stage=3"), qsgd::Error);
+}
+
+TEST(ConfigHash, EveryFieldCounts) {
+  const auto base = config(StrategyKind::allgather, codec(CodecKind::elias_dense));
+  const std::uint64_t h = qsgd::comm::config_hash(base, 4);
+  auto differs = [&](qsgd::comm::ExchangeConfig c, int ranks = 4) { return qsgd::comm::config_hash(c, ranks) != h; };
+  auto c = base;
+  c.strategy = StrategyKind::scatter_reduce;
+  EXPECT_TRUE(differs(c));
+  c = base;
+  c.codec.codec = CodecKind::fixed;
+  EXPECT_TRUE(differs(c));
+  c = base;
+  c.codec.s = 7;
+  EXPECT_TRUE(differs(c));
+  c = base;
+  c.codec.d = 256;
+  EXPECT_TRUE(differs(c));
+  c = base;
+  c.codec.norm = Norm::l2;
+  EXPECT_TRUE(differs(c));
+  c = base;
+  c.codec.chunk = 1024;
+  EXPECT_TRUE(differs(c));
+  c = base;
+  c.seed = 2;
+  EXPECT_TRUE(differs(c));
+  EXPECT_TRUE(differs(base, 3));
+  // Fields a strategy ignores do not count: allreduce has no codec.
+  auto a = config(StrategyKind::allreduce, codec(CodecKind::fixed));
+  auto b = config(StrategyKind::allreduce, codec(CodecKind::elias_dense, 7, 64));
+  EXPECT_EQ(qsgd::comm::config_hash(a, 2), qsgd::comm::config_hash(b, 2));
+  EXPECT_NE(qsgd::comm::describe(base).find("elias-dense"), std::string::npos);
+}
+
+TEST(Serial, EveryStrategyMatchesItsAlgorithmAtOneRank) {
+  const Communicator comm = Communicator::serial();
+  EXPECT_TRUE(comm.is_serial());
+  EXPECT_EQ(comm.size(), 1);
+  for (std::uint64_t n : {0ull, 1ull, 511ull, 3000ull}) {
+    const auto g = gradient(5, 0, n);
+    for (CodecKind k : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse}) {
+      const CodecConfig c = codec(k);
+      const auto q1 = quantize_stage(c, g, 1, 9, 0, 4);
+      const auto q2 = quantize_stage(c, q1, 1, 9, 0x80000000u, 4);
+      auto ag = make_exchange(config(StrategyKind::allgather, c), comm);
+      auto ps = make_exchange(config(StrategyKind::param_server, c), comm);
+      auto sr = make_exchange(config(StrategyKind::scatter_reduce, c), comm);
+      EXPECT_TRUE(same_bits(run(*ag, g, 4, 9), q1)) << name(StrategyKind::allgather, c) << " n " << n;
+      EXPECT_TRUE(same_bits(run(*ps, g, 4, 9), q2)) << name(StrategyKind::param_server, c) << " n " << n;
+      // One rank, one chunk: scatter-reduce is the parameter server's algorithm.
+      EXPECT_TRUE(same_bits(run(*sr, g, 4, 9), q2)) << name(StrategyKind::scatter_reduce, c) << " n " << n;
+    }
+    auto ar = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+    EXPECT_TRUE(same_bits(run(*ar, g, 0, 0), g));
+    auto ar16 = make_exchange(config(StrategyKind::allreduce16, codec(CodecKind::bf16)), comm);
+    const auto r16 = run(*ar16, g, 0, 0);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, &g[i], 4);
+      u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;  // bf16 round to nearest even
+      float want;
+      std::memcpy(&want, &u, 4);
+      ASSERT_EQ(r16[i], want) << i;
+    }
+  }
+}
+
+TEST(Serial, OutputMayAliasInputAndZerosStayZero) {
+  const Communicator comm = Communicator::serial();
+  for (StrategyKind k : all_strategies) {
+    auto ex = make_exchange(config(k, codec(CodecKind::elias_dense)), comm);
+    Values v = to_device(gradient(3, 0, 2000));
+    Values ref("ref", 2000);
+    ex->average(v, ref, 1, 1);
+    ex->average(v, v, 1, 1);  // in place
+    EXPECT_TRUE(same_bits(to_host(v, 2000), to_host(ref, 2000))) << qsgd::comm::to_string(k);
+    Values z("zeros", 1500);
+    ex->average(z, z, 2, 2);
+    for (float x : to_host(z, 1500)) ASSERT_EQ(x, 0.0f) << qsgd::comm::to_string(k);
+  }
+}
+
+TEST(Serial, StatsCountTheMessages) {
+  const Communicator comm = Communicator::serial();
+  const auto g = gradient(1, 0, 4096);
+  qsgd::Codec<Exec> codec_ref(codec(CodecKind::fixed));
+  // fixed width: 64-byte header, 8 scales, 6 bits per coordinate.
+  const std::uint64_t fixed_bytes = 64 + 8 * 4 + 4096 * 6 / 8;
+  auto ag = make_exchange(config(StrategyKind::allgather, codec(CodecKind::fixed)), comm);
+  run(*ag, g, 0, 0);
+  EXPECT_EQ(ag->last_stats().encoded_bytes, fixed_bytes);
+  EXPECT_EQ(ag->last_stats().wire_bytes, 0u);  // one rank receives nothing
+  EXPECT_EQ(ag->last_stats().n, 4096u);
+  EXPECT_TRUE(ag->last_stats().fused_quantize);
+  EXPECT_GT(ag->last_stats().total_s, 0.0);
+  auto ps = make_exchange(config(StrategyKind::param_server, codec(CodecKind::fixed)), comm);
+  run(*ps, g, 0, 0);
+  EXPECT_EQ(ps->last_stats().requantized_bytes, fixed_bytes);
+  auto sr = make_exchange(config(StrategyKind::scatter_reduce, codec(CodecKind::elias_dense)), comm);
+  run(*sr, g, 0, 0);
+  EXPECT_FALSE(sr->last_stats().fused_quantize);
+  EXPECT_GT(sr->last_stats().quantize_s, 0.0);
+  auto ar = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+  run(*ar, g, 0, 0);
+  EXPECT_EQ(ar->last_stats().encoded_bytes, 4096u * 4);
+}
+
+TEST(Serial, HandlesAndProgress) {
+  const Communicator comm = Communicator::serial();
+  auto ex = make_exchange(config(StrategyKind::scatter_reduce, codec(CodecKind::elias_sparse)), comm);
+  Values a = to_device(gradient(1, 0, 1000)), b = to_device(gradient(2, 0, 3000));
+  Values oa("oa", 1000), ob("ob", 3000);
+  auto ha = ex->start(a, oa, 0, 5);
+  auto hb = ex->start(b, ob, 1, 5);
+  EXPECT_EQ(ex->in_flight(), 2u);
+  ex->progress();
+  EXPECT_TRUE(ex->test(hb));
+  ex->wait(hb);
+  ex->wait(ha);
+  EXPECT_EQ(ex->in_flight(), 0u);
+  EXPECT_THROW(ex->wait(ha), qsgd::Error);  // already completed
+  Values ra("ra", 1000);
+  ex->average(a, ra, 0, 5);
+  EXPECT_TRUE(same_bits(to_host(oa, 1000), to_host(ra, 1000)));
+  Values small("small", 10);
+  EXPECT_THROW(ex->start(a, small, 0, 6), ExchangeError);  // output too short
+}
+
+TEST(Serial, CorruptMessageNamesRankStepTensor) {
+  const Communicator comm = Communicator::serial();
+  struct Case {
+    StrategyKind k;
+    int stage;
+  };
+  for (Case cs :
+       {Case{StrategyKind::allgather, 1}, Case{StrategyKind::param_server, 1}, Case{StrategyKind::param_server, 2},
+        Case{StrategyKind::scatter_reduce, 1}, Case{StrategyKind::scatter_reduce, 2}}) {
+    for (CodecKind ck : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::fp32}) {
+      auto cfg = config(cs.k, codec(ck));
+      cfg.fault = qsgd::comm::FaultInjection::parse("rank=0,step=3,tensor=7,stage=" + std::to_string(cs.stage));
+      auto ex = make_exchange(cfg, comm);
+      const auto g = gradient(1, 0, 3000);
+      EXPECT_NO_THROW(run(*ex, g, 7, 2));  // other steps are clean
+      EXPECT_NO_THROW(run(*ex, g, 6, 3));  // other tensors too
+      try {
+        run(*ex, g, 7, 3);
+        ADD_FAILURE() << "no error for " << name(cs.k, cfg.codec) << " stage " << cs.stage;
+      } catch (const ExchangeError& e) {
+        EXPECT_EQ(e.exit_code(), qsgd::comm::exit_corrupt_message);
+        EXPECT_EQ(e.code(), qsgd::Errc::corrupt_message);
+        EXPECT_NE(std::string(e.what()).find("qsgd: rank 0: corrupt message from rank 0 at step 3, tensor 7: "),
+                  std::string::npos)
+            << e.what();
+      }
+      EXPECT_EQ(ex->in_flight(), 0u);
+      EXPECT_NO_THROW(run(*ex, g, 7, 4));  // the exchange stays usable when serial
+    }
+  }
+}
+
+TEST(Serial, NonFiniteGradientIsAnErrorNotACrash) {
+  const Communicator comm = Communicator::serial();
+  for (StrategyKind k :
+       {StrategyKind::allreduce16, StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce}) {
+    auto ex = make_exchange(config(k, codec(CodecKind::fixed)), comm);
+    auto g = gradient(1, 0, 100);
+    g[42] = std::nanf("");
+    try {
+      run(*ex, g, 2, 8);
+      ADD_FAILURE() << qsgd::comm::to_string(k);
+    } catch (const ExchangeError& e) {
+      EXPECT_EQ(e.exit_code(), qsgd::comm::exit_exchange_error);
+      EXPECT_NE(std::string(e.what()).find("step 8, tensor 2"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Serial, InvalidConfigurationThrows) {
+  const Communicator comm = Communicator::serial();
+  EXPECT_THROW(make_exchange(config(StrategyKind::allgather, codec(CodecKind::fixed, 0)), comm), qsgd::Error);
+  auto cfg = config(StrategyKind::param_server, codec(CodecKind::fixed));
+  cfg.server = 1;
+  EXPECT_THROW(make_exchange(cfg, comm), qsgd::Error);
+  EXPECT_THROW(qsgd::comm::parse_strategy("ring"), qsgd::Error);
+  for (StrategyKind k : all_strategies) EXPECT_EQ(qsgd::comm::parse_strategy(qsgd::comm::to_string(k)), k);
+}
+
+TEST(Bucketer, PlansBucketsWithFilterFusionAndAlignment) {
+  const Communicator comm = Communicator::serial();
+  auto cx = make_exchange(config(StrategyKind::allgather, codec(CodecKind::fixed)), comm);
+  auto dx = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+  qsgd::comm::BucketerConfig bc;
+  bc.fusion_bytes = 100000 * 4;
+  qsgd::comm::Bucketer<Exec> bk(*cx, *dx, bc);
+  const std::vector<std::uint64_t> sizes = {30000, 10, 20001, 9999, 70000, 150000, 5};
+  for (auto n : sizes) bk.add(n);
+  bk.plan();
+  const auto& bs = bk.buckets();
+  // Compressed: {0, 2} (30208 + 20480 = 50688 <= 100000), {4} (70144; 50688 + 70144 > cap), {5} (own).
+  // Dense: {1, 3, 6}.
+  ASSERT_EQ(bs.size(), 4u);
+  EXPECT_TRUE(bs[0].compressed);
+  EXPECT_EQ(bs[0].tensors, (std::vector<std::uint32_t>{0, 2}));
+  EXPECT_EQ(bs[0].offsets, (std::vector<std::uint64_t>{0, 30208}));
+  EXPECT_FALSE(bs[1].compressed);
+  EXPECT_EQ(bs[1].tensors, (std::vector<std::uint32_t>{1, 3, 6}));
+  EXPECT_EQ(bs[1].offsets, (std::vector<std::uint64_t>{0, 10, 10009}));
+  EXPECT_EQ(bs[2].tensors, (std::vector<std::uint32_t>{4}));
+  EXPECT_EQ(bs[3].tensors, (std::vector<std::uint32_t>{5}));
+  EXPECT_EQ(bs[3].length, 150016u);
+
+  // One step: dense tensors come back exactly; compressed ones within one
+  // quantization unit of their own buckets (alignment keeps scales per tensor).
+  std::vector<std::vector<float>> g;
+  for (std::size_t t = 0; t < sizes.size(); ++t) g.push_back(gradient(10 + t, 0, sizes[t]));
+  for (float& x : g[2]) x *= 1e-3f;  // a small-gradient layer next to a large one
+  bk.begin_step(1);
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    bk.push(static_cast<std::uint32_t>(t), to_device(g[t]));
+    bk.progress();
+  }
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    Values out("out", sizes[t]);
+    bk.wait(static_cast<std::uint32_t>(t), out);
+    const auto h = to_host(out, sizes[t]);
+    if (sizes[t] < bc.layer_filter) {
+      EXPECT_TRUE(same_bits(h, g[t])) << t;
+      continue;
+    }
+    for (std::size_t b0 = 0; b0 < sizes[t]; b0 += 512) {
+      float mx = 0;
+      for (std::size_t i = b0; i < std::min<std::size_t>(b0 + 512, sizes[t]); ++i)
+        mx = std::max(mx, std::fabs(g[t][i]));
+      for (std::size_t i = b0; i < std::min<std::size_t>(b0 + 512, sizes[t]); ++i)
+        ASSERT_LE(std::fabs(h[i] - g[t][i]), mx / 16 * 1.0001f) << "tensor " << t << " i " << i;
+    }
+  }
+  // Padding stays zero.
+  const auto buf = to_host(bs[0].buffer, bs[0].length);
+  for (std::size_t i = 30000; i < 30208; ++i) ASSERT_EQ(buf[i], 0.0f);
+  bk.wait_all();
+  bk.begin_step(2);
+  EXPECT_THROW(bk.push(0, to_device(g[1])), qsgd::Error);  // wrong size
+  bk.push(0, to_device(g[0]));
+  EXPECT_THROW(bk.push(0, to_device(g[0])), qsgd::Error);  // twice
+  Values out("out", sizes[0]);
+  EXPECT_THROW(bk.wait(0, out), qsgd::Error);  // bucket not complete
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  Kokkos::ScopeGuard guard(argc, argv);
+  return RUN_ALL_TESTS();
+}
