@@ -6,15 +6,19 @@
 #   cmake/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
 #   cmake/install-deps.sh --python   also the Python stack used by plots
 #   cmake/install-deps.sh --cuda     also what the CUDA build needs (non-free)
+#   cmake/install-deps.sh --slurm    also Slurm and munge (slurm/, tests/slurm);
+#                                    their services are not started
 set -euo pipefail
 
 want_python=0
 want_cuda=0
+want_slurm=0
 for arg in "$@"; do
   case "$arg" in
     --python) want_python=1 ;;
     --cuda) want_cuda=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --slurm) want_slurm=1 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +36,9 @@ if [ "$want_python" = 1 ]; then
 fi
 if [ "$want_cuda" = 1 ]; then
   pkgs+=(nvidia-cuda-toolkit g++-11 dpkg-dev)
+fi
+if [ "$want_slurm" = 1 ]; then
+  pkgs+=(slurm-wlm slurm-client munge)
 fi
 
 missing=()
@@ -58,4 +65,16 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # Third-party sources on the host may be unreachable; Debian's own are enough.
 $SUDO apt-get update -o Acquire::Retries=3 || echo "install-deps: apt-get update reported errors; continuing with the lists it fetched" >&2
+# Package scripts (munge, slurmctld, slurmd) start their services; a temporary
+# policy-rc.d that answers 101 ("action forbidden") stops that, and is removed
+# afterwards even when the install fails. One that was already there is kept.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ "$want_slurm" = 1 ] && [ ! -e "$policy" ]; then
+  trap 'if [ "$own_policy" = 1 ]; then $SUDO rm -f "$policy"; fi' EXIT
+  trap 'exit 130' INT TERM HUP
+  own_policy=1
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+fi
 $SUDO apt-get install -y --no-install-recommends "${missing[@]}"

@@ -76,7 +76,17 @@ output:
 )";
 }
 
+Options parse_checked(int argc, char** argv);
+
 Options parse(int argc, char** argv) {
+  try {
+    return parse_checked(argc, argv);
+  } catch (const qsgd::Error& e) {  // codec/strategy names and values rejected by the libraries
+    throw std::invalid_argument(e.what());
+  }
+}
+
+Options parse_checked(int argc, char** argv) {
   Options o;
   bool bits_given = false;
   for (int i = 1; i < argc; ++i) {

@@ -9,6 +9,8 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -270,6 +272,11 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
     comm.barrier();
   };
 
+  // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
+  // global step N (after any checkpoint due at N), as a job killed there would be.
+  const char* crash_env = std::getenv("QSGD_TEST_CRASH_AFTER_STEP");
+  const std::uint64_t crash_after = crash_env ? std::strtoull(crash_env, nullptr, 10) : 0;
+
   auto check_replicas = [&]() {
     const std::uint64_t h = params_hash(*model);
     const std::string bad = comm.mismatch(h, "model parameters", "parameter hash after step " + std::to_string(step));
@@ -369,6 +376,10 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
         checkpoint(epoch, b + 1);
       else if (trace && step % o.flush_every == 0)
         trace->flush();
+      if (crash_after && step == crash_after) {  // test hook: die like a killed job
+        comm.barrier();
+        std::raise(SIGKILL);
+      }
     }
     double epoch_time = seconds_since(epoch_t0);
     MPI_Allreduce(MPI_IN_PLACE, &epoch_time, 1, MPI_DOUBLE, MPI_MAX, comm.mpi());
@@ -393,6 +404,9 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   }
   check_replicas();
   if (trace) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(*model)));
+    trace->set_attribute("final_params_fnv1a", hex);
     trace->set_attribute("complete", "true");
     trace->flush();
   }

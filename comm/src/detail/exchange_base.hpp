@@ -17,6 +17,7 @@
 
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/kernels/codec.hpp"
+#include "qsgd/kernels/profiling.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd::comm::detail {
@@ -74,6 +75,30 @@ class WireBuffer {
   bool staged_ = false;
 };
 
+// The NVTX range comm/<strategy> of one operation: opened by start(), closed
+// when wait() returns or the operation fails (start/end, not push/pop: the
+// two ends are different calls, and operations overlap). Closed at most once.
+class OpRange {
+ public:
+  OpRange() = default;
+  OpRange(const OpRange&) = delete;
+  OpRange& operator=(const OpRange&) = delete;
+  ~OpRange() { close(); }
+  void open(const char* name) {
+    close();
+    id_ = prof::start(name);
+    open_ = true;
+  }
+  void close() {
+    if (open_) prof::end(id_);
+    open_ = false;
+  }
+
+ private:
+  std::uint64_t id_ = 0;
+  bool open_ = false;
+};
+
 // One operation in flight, and the buffers it keeps between operations.
 template <class ExecSpace>
 struct Op {
@@ -100,6 +125,7 @@ struct Op {
 
   OpStats stats;
   Clock::time_point t_start;
+  OpRange range;
 };
 
 template <class ExecSpace>
@@ -114,7 +140,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
   using words_view = typename CodecT::words_view;
 
   ExchangeBase(const ExchangeConfig& cfg, const Communicator& comm, const ExecSpace& exec)
-      : cfg_(cfg), comm_(comm), exec_(exec), codec_(codec_for(cfg), exec) {
+      : cfg_(cfg), comm_(comm), exec_(exec), codec_(codec_for(cfg), exec), range_name_("comm/" + to_string(cfg.strategy)) {
     constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
     stage_moves_ = !comm.is_serial() && !host_ok && !comm.gpu_aware();
     // Reductions are always staged when MPI cannot apply the operator where
@@ -151,6 +177,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
     op.stats.step = step;
     op.stats.tensor = tensor;
     op.t_start = Clock::now();
+    op.range.open(range_name_.c_str());
     for (auto* b : {&op.send, &op.recv, &op.send2, &op.recv2}) b->set_staged(stage_moves_);
     guarded(op, [&] { begin(op); });
     return Handle{slot, op.generation};
@@ -490,12 +517,14 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   void release(OpT& op) {
+    op.range.close();
     op.active = false;
     ++op.generation;
     op.grad = {};
     op.out = {};
   }
 
+  std::string range_name_;  // NVTX: comm/<strategy>, see docs/profiling.md
   std::vector<std::unique_ptr<OpT>> slots_;
   OpStats last_;
 };

@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# Submits a QSGD scaling sweep to Slurm: for every GPU count K of the sweep,
+# one job array of slurm/qsgd-array.sbatch whose tasks are the sweep's
+# configurations (model x strategy x bit width), then a collect job that runs
+# after all of them. Runs already complete in the sweep directory are not
+# submitted again. slurm/README.md explains the whole workflow.
+#
+# usage: slurm/qsgd-sweep.sh [options]
+#   --sweep FILE          sweep spec (slurm/sweeps/default.conf)
+#   --out DIR             sweep directory (results/slurm/<name>); must be on a
+#                         file system the compute nodes share
+#   --gpus LIST           GPU counts K, e.g. 1,2,4,8,16 (spec: gpus)
+#   --gpus-per-node G     GPUs per node (spec: gpus_per_node); K <= G runs on
+#                         one node, larger K on K/G nodes of G
+#   --shape K=NxG         nodes x GPUs per node for one K (repeatable), e.g. 16=4x4
+#   --cpu                 CPU mode: no GPU requests, one rank per "GPU" slot,
+#                         --overcommit (more ranks than cores is allowed)
+#   --mpi TYPE            srun --mpi plugin (pmix; pmi2, pmix_v4, ... as the site uses)
+#   --train PATH          qsgd-train binary (build/release/benchmarks/qsgd-train)
+#   --site-env FILE       sourced by every job before it runs (slurm/site-env.sh)
+#   --gpu-bind SPEC       srun --gpu-bind (single:1: each rank its nearest GPU)
+#   --cpu-bind SPEC       srun --cpu-bind (cores; none in CPU mode)
+#   --cpus-per-task N     CPU cores per rank (site default if not given)
+#   --time T              time limit per array task (spec: time)
+#   --partition P  --account A  --qos Q
+#   --sbatch-arg ARG      extra sbatch option for the array jobs (repeatable)
+#   --max-parallel N      at most N tasks of one array at a time (--array=...%N)
+#   --no-collect          do not submit the collect job
+#   --dry-run             print the exact sbatch and srun commands; submit,
+#                         create and query nothing
+#   -h, --help
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+prog="qsgd-sweep"
+
+die() { echo "$prog: error: $*" >&2; exit 2; }
+# Absolute path without requiring that it exist (realpath -m).
+abspath() { realpath -m -- "$1"; }
+
+sweep_file="$here/sweeps/default.conf"
+out=""
+gpus_opt=""
+gpn_opt=""
+declare -A shape=()
+mode="gpu"
+mpi="pmix"
+train="$repo/build/release/benchmarks/qsgd-train"
+site_env="$here/site-env.sh"
+gpu_bind="single:1"
+cpu_bind=""
+cpus_per_task=""
+time_opt=""
+partition=""
+account=""
+qos=""
+extra_sbatch=()
+max_parallel=""
+collect=1
+dry_run=0
+
+need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sweep) need "$@"; sweep_file="$2"; shift ;;
+    --out) need "$@"; out="$2"; shift ;;
+    --gpus) need "$@"; gpus_opt="${2//,/ }"; shift ;;
+    --gpus-per-node) need "$@"; gpn_opt="$2"; shift ;;
+    --shape)
+      need "$@"
+      [[ "$2" =~ ^([0-9]+)=([0-9]+)x([0-9]+)$ ]] || die "--shape expects K=NODESxGPUS, e.g. 16=2x8, got '$2'"
+      shape[${BASH_REMATCH[1]}]="${BASH_REMATCH[2]} ${BASH_REMATCH[3]}"
+      shift ;;
+    --cpu) mode="cpu" ;;
+    --mpi) need "$@"; mpi="$2"; shift ;;
+    --train) need "$@"; train="$2"; shift ;;
+    --site-env) need "$@"; site_env="$2"; shift ;;
+    --gpu-bind) need "$@"; gpu_bind="$2"; shift ;;
+    --cpu-bind) need "$@"; cpu_bind="$2"; shift ;;
+    --cpus-per-task) need "$@"; cpus_per_task="$2"; shift ;;
+    --time) need "$@"; time_opt="$2"; shift ;;
+    --partition) need "$@"; partition="$2"; shift ;;
+    --account) need "$@"; account="$2"; shift ;;
+    --qos) need "$@"; qos="$2"; shift ;;
+    --sbatch-arg) need "$@"; extra_sbatch+=("$2"); shift ;;
+    --max-parallel) need "$@"; max_parallel="$2"; shift ;;
+    --no-collect) collect=0 ;;
+    --dry-run) dry_run=1 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+  shift
+done
+
+# ---- the sweep spec: "key = value" lines, '#' comments -----------------------
+[ -f "$sweep_file" ] || die "sweep spec '$sweep_file' not found"
+declare -A spec=()
+lineno=0
+while IFS= read -r line || [ -n "$line" ]; do
+  lineno=$((lineno + 1))
+  line="${line%%#*}"
+  [[ "$line" =~ ^[[:space:]]*$ ]] && continue
+  [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_.-]*)[[:space:]]*=[[:space:]]*(.*[^[:space:]])?[[:space:]]*$ ]] ||
+    die "$sweep_file:$lineno: expected 'key = value'"
+  spec[${BASH_REMATCH[1]}]="${BASH_REMATCH[2]}"
+done <"$sweep_file"
+for key in "${!spec[@]}"; do
+  case "$key" in
+    name|models|strategies|bits|codec|gpus|gpus_per_node|time|train_args|args.*) ;;
+    *) die "$sweep_file: unknown key '$key'" ;;
+  esac
+done
+
+name="${spec[name]:-$(basename "$sweep_file" .conf)}"
+[[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || die "sweep name '$name' may hold only letters, digits, '.', '_' and '-'"
+read -ra models <<<"${spec[models]:-mlp}"
+read -ra strategies <<<"${spec[strategies]:-allreduce}"
+read -ra bits <<<"${spec[bits]:-4}"
+codec="${spec[codec]:-elias-dense}"
+read -ra gpus <<<"${gpus_opt:-${spec[gpus]:-1}}"
+gpn="${gpn_opt:-${spec[gpus_per_node]:-8}}"
+time_limit="${time_opt:-${spec[time]:-01:00:00}}"
+train_args="${spec[train_args]:-}"
+[ -n "$cpu_bind" ] || { if [ "$mode" = gpu ]; then cpu_bind="cores"; else cpu_bind="none"; fi; }
+
+is_uint() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+is_uint "$gpn" || die "gpus per node must be a positive integer, got '$gpn'"
+[ -z "$max_parallel" ] || is_uint "$max_parallel" || die "--max-parallel must be a positive integer"
+[ -z "$cpus_per_task" ] || is_uint "$cpus_per_task" || die "--cpus-per-task must be a positive integer"
+for k in "${gpus[@]}"; do is_uint "$k" || die "GPU count must be a positive integer, got '$k'"; done
+for b in "${bits[@]}"; do is_uint "$b" || die "bit width must be a positive integer, got '$b'"; done
+
+out="$(abspath "${out:-$repo/results/slurm/$name}")"
+train="$(abspath "$train")"
+if [ -n "$site_env" ]; then
+  site_env="$(abspath "$site_env")"
+  [ -f "$site_env" ] || die "site environment '$site_env' not found"
+fi
+if [ ! -x "$train" ]; then
+  [ "$dry_run" = 1 ] || die "$train is not an executable (build it, or pass --train PATH)"
+  echo "# $prog: note: $train does not exist yet" >&2
+fi
+
+# ---- configurations: one manifest line per array index -----------------------
+# index <TAB> run id <TAB> qsgd-train arguments. The run id names the trace
+# (<id>_K<K>.h5), so a re-submission recognises finished runs by name alone.
+manifest_text=""
+n_cfg=0
+add_cfg() {  # add_cfg ID ARGS...
+  local id="$1"; shift
+  manifest_text+="$n_cfg"$'\t'"$id"$'\t'"$*"$'\n'
+  n_cfg=$((n_cfg + 1))
+}
+for model in "${models[@]}"; do
+  margs="${spec[args.$model]:-}"
+  for strategy in "${strategies[@]}"; do
+    case "$strategy" in
+      allreduce) add_cfg "${model}_allreduce_fp32" --model "$model" $margs --strategy allreduce $train_args ;;
+      allreduce16) add_cfg "${model}_allreduce16_bf16" --model "$model" $margs --strategy allreduce16 --codec bf16 $train_args ;;
+      allgather|param-server|scatter-reduce)
+        for b in "${bits[@]}"; do
+          add_cfg "${model}_${strategy}_${codec}-${b}bit" --model "$model" $margs --strategy "$strategy" \
+            --codec "$codec" --bits "$b" $train_args
+        done ;;
+      *) die "unknown strategy '$strategy'" ;;
+    esac
+  done
+done
+[ "$n_cfg" -gt 0 ] || die "the sweep has no configurations"
+manifest_hash="$(printf '%s' "$manifest_text" | sha1sum | cut -c1-10)"
+manifest="$out/manifest-$manifest_hash.tsv"
+
+# ---- layout of each K: nodes x ranks per node --------------------------------
+layout() {  # layout K: sets nodes and per_node
+  local k="$1"
+  if [ -n "${shape[$k]:-}" ]; then
+    read -r nodes per_node <<<"${shape[$k]}"
+    [ $((nodes * per_node)) -eq "$k" ] || die "--shape $k=${nodes}x$per_node: $nodes x $per_node is not $k"
+  elif [ "$k" -le "$gpn" ]; then
+    nodes=1 per_node="$k"
+  elif [ $((k % gpn)) -eq 0 ]; then
+    nodes=$((k / gpn)) per_node="$gpn"
+  else
+    die "K=$k is not a multiple of $gpn GPUs per node (give --shape $k=NODESxGPUS)"
+  fi
+}
+for k in "${gpus[@]}"; do layout "$k"; done  # every K valid before anything is submitted
+
+trace_complete() {  # trace_complete FILE: its root attribute complete == "true"
+  [ -f "$1" ] || return 1
+  if command -v h5dump >/dev/null 2>&1; then
+    h5dump -a /complete "$1" 2>/dev/null | grep -q '(0): "true"'
+  else
+    "${QSGD_PYTHON:-python3}" -c 'import sys, h5py
+v = h5py.File(sys.argv[1], "r").attrs.get("complete", b"")
+sys.exit(0 if (v.decode() if isinstance(v, bytes) else str(v)) == "true" else 1)' "$1" 2>/dev/null
+  fi
+}
+
+# Array tasks of this sweep already queued or running (not re-submitted).
+declare -A active=()
+if [ "$dry_run" = 0 ]; then
+  command -v sbatch >/dev/null || die "sbatch not found (is Slurm's client in PATH? for a preview use --dry-run)"
+  while read -r jname task; do
+    [[ "$task" =~ ^[0-9]+$ ]] && active["$jname/$task"]=1
+  done < <(squeue -h -r -u "$(id -un)" -o '%j %K' 2>/dev/null || true)
+fi
+
+# Shell quoting for printed commands: plain words stay as they are, anything
+# else is single-quoted (printf %q would also escape the commas in 784,64,10).
+q() {
+  if [[ "$1" =~ ^[A-Za-z0-9_./=:,%+@-]+$ ]]; then printf '%s' "$1"
+  else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
+}
+join_q() { local s="" a; for a in "$@"; do s+="${s:+ }$(q "$a")"; done; printf '%s' "$s"; }
+
+if [ "$dry_run" = 0 ]; then
+  mkdir -p "$out/traces" "$out/logs"
+  if [ ! -f "$manifest" ]; then
+    printf '%s' "$manifest_text" >"$manifest.tmp.$$"
+    mv -f "$manifest.tmp.$$" "$manifest"
+  fi
+fi
+
+echo "# $prog: sweep '$name': $n_cfg configurations x K in {${gpus[*]}} ($mode mode, --mpi=$mpi)"
+echo "# sweep directory: $out"
+[ "$dry_run" = 0 ] || echo "# dry run: nothing is submitted, created or queried"
+
+# Where and under which account every job runs.
+site=()
+[ -z "$partition" ] || site+=(--partition="$partition")
+[ -z "$account" ] || site+=(--account="$account")
+[ -z "$qos" ] || site+=(--qos="$qos")
+
+job_ids=()
+for k in "${gpus[@]}"; do
+  layout "$k"
+  jname="qsgd-$name-K$k"
+  todo=()
+  n_done=0
+  n_active=0
+  while IFS=$'\t' read -r idx id _; do
+    trace="$out/traces/${id}_K$k.h5"
+    if trace_complete "$trace"; then
+      n_done=$((n_done + 1))
+    elif [ -n "${active[$jname/$idx]:-}" ]; then
+      n_active=$((n_active + 1))
+    else
+      todo+=("$idx")
+    fi
+  done <<<"${manifest_text%$'\n'}"
+
+  res=(--nodes="$nodes" --ntasks-per-node="$per_node")
+  if [ "$mode" = gpu ]; then
+    res+=(--gpus-per-node="$per_node")
+  else
+    res+=(--overcommit)
+  fi
+  [ -z "$cpus_per_task" ] || res+=(--cpus-per-task="$cpus_per_task")
+  task_args=(--manifest "$manifest" --train "$train" --mode "$mode" --mpi "$mpi"
+    --ranks "$k" --nodes "$nodes" --per-node "$per_node" --cpu-bind "$cpu_bind")
+  [ "$mode" = cpu ] || task_args+=(--gpu-bind "$gpu_bind")
+  [ -z "$cpus_per_task" ] || task_args+=(--cpus-per-task "$cpus_per_task")
+  [ -z "$site_env" ] || task_args+=(--site-env "$site_env")
+  # Everything but --array: the same command re-runs any single task.
+  base=(sbatch --parsable --job-name="$jname" "${res[@]}" --time="$time_limit" "${site[@]}" "${extra_sbatch[@]}"
+    --output="$out/logs/K$k-%A_%a.out" "$here/qsgd-array.sbatch" "${task_args[@]}")
+
+  echo "# K=$k: $nodes node(s) x $per_node $( [ "$mode" = gpu ] && echo GPUs || echo ranks ), $n_cfg runs: $n_done complete, $n_active queued or running, ${#todo[@]} to submit"
+  if [ "$dry_run" = 0 ]; then
+    rerun="$out/rerun-K$k.sh"
+    {
+      echo '#!/bin/sh'
+      echo "# Re-runs tasks of the K=$k array of sweep '$name' (indices: $(basename "$manifest"))."
+      echo "# usage: $(basename "$rerun") INDEX[,INDEX...]   e.g. 3  or  1,4-6"
+      echo 'exec '"$(join_q "${base[@]:0:2}")"' --array="${1:?usage: '"$(basename "$rerun")"' INDEX[,INDEX...]}" '"$(join_q "${base[@]:2}")"
+    } >"$rerun.tmp.$$"
+    chmod +x "$rerun.tmp.$$"
+    mv -f "$rerun.tmp.$$" "$rerun"
+    # runs.tsv: every run the sweep expects (K, index, trace), for qsgd-collect.sh.
+    while IFS=$'\t' read -r idx id _; do
+      printf '%s\t%s\t%s\t%s\n' "$k" "$idx" "$(basename "$manifest")" "traces/${id}_K$k.h5"
+    done <<<"${manifest_text%$'\n'}" >>"$out/runs.tsv"
+    sort -u -o "$out/runs.tsv" "$out/runs.tsv"
+  fi
+  if [ "${#todo[@]}" -eq 0 ]; then
+    echo "# K=$k: skip, nothing to run"
+    continue
+  fi
+  spec_array="$(IFS=,; echo "${todo[*]}")"
+  # Compress consecutive indices into ranges (0,1,2,5 -> 0-2,5).
+  spec_array="$(awk -v s="$spec_array" 'BEGIN { n = split(s, a, ","); o = ""; i = 1
+    while (i <= n) { j = i; while (j < n && a[j+1] == a[j] + 1) j++
+      o = o (o == "" ? "" : ",") (j > i ? a[i] "-" a[j] : a[i]); i = j + 1 }
+    print o }')"
+  [ -z "$max_parallel" ] || spec_array+="%$max_parallel"
+  cmd=("${base[@]:0:2}" --array="$spec_array" "${base[@]:2}")
+  join_q "${cmd[@]}"; echo
+  if [ "$dry_run" = 1 ]; then
+    for idx in "${todo[@]}"; do
+      echo "#   task $idx: $(SLURM_ARRAY_TASK_ID="$idx" QSGD_MANIFEST_TEXT="$manifest_text" bash "$here/qsgd-array.sbatch" --print "${task_args[@]}")"
+    done
+    job_ids+=("JOB_K$k")
+  else
+    id="$("${cmd[@]}")"
+    id="${id%%;*}"
+    [[ "$id" =~ ^[0-9]+$ ]] || die "sbatch printed '$id', not a job id"
+    job_ids+=("$id")
+    echo "# K=$k: submitted job $id; re-run one task alone: $out/rerun-K$k.sh INDEX"
+    printf '%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$id" "$(join_q "${cmd[@]}")" >>"$out/submit.log"
+  fi
+done
+
+if [ "$collect" = 1 ]; then
+  if [ "${#job_ids[@]}" -eq 0 ]; then
+    echo "# collect: nothing was submitted; to redo the summary: $here/qsgd-collect.sh $out"
+  else
+    dep="afterany"
+    for id in "${job_ids[@]}"; do dep+=":$id"; done  # dry run: JOB_K<K> stands for each array's job id
+    wrap="$(join_q "$here/qsgd-collect.sh" ${site_env:+--site-env "$site_env"} "$out")"
+    cmd=(sbatch --parsable --job-name="qsgd-$name-collect" --dependency="$dep" --nodes=1 --ntasks=1
+      --time=00:30:00 "${site[@]}" --output="$out/logs/collect-%j.out" --wrap="$wrap")
+    join_q "${cmd[@]}"; echo
+    if [ "$dry_run" = 0 ]; then
+      id="$("${cmd[@]}")"
+      id="${id%%;*}"
+      echo "# collect: job $id writes $out/summary.txt, summary.json and plots/"
+      printf '%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$id" "$(join_q "${cmd[@]}")" >>"$out/submit.log"
+    fi
+  fi
+fi

@@ -1,0 +1,21 @@
+# Site environment: sourced (bash) by every array task before it calls srun,
+# and by the collect job before it runs Python. Load here what qsgd-train was
+# built with on your cluster; module names differ between sites, for example:
+#
+#   module purge
+#   module load gcc/11 cuda/11.8 openmpi/4.1 hdf5/1.12   # Open MPI with PMIx, HDF5
+#   export Kokkos_DIR=$HOME/opt/kokkos-cuda/lib/cmake/Kokkos   # Kokkos with CUDA
+#   export LD_LIBRARY_PATH=$HOME/opt/kokkos-cuda/lib:$LD_LIBRARY_PATH
+#   module load python/3.11           # for qsgd-collect.sh: h5py, numpy, matplotlib
+#   export QSGD_PYTHON=python3        #   (else /usr/bin/python3)
+#
+# Runtime settings that often matter at scale:
+#   export OMPI_MCA_pml=ucx                    # InfiniBand through UCX
+#   export KOKKOS_DEVICE_ID=0                  # one visible GPU per rank (srun --gpu-bind)
+#   export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
+#
+# Keep a site's own copy outside the repository and pass it with
+# `slurm/qsgd-sweep.sh --site-env FILE`. This default file does nothing, so
+# the scripts run unchanged where the build's libraries are already found
+# (the CPU test in tests/slurm).
+:
