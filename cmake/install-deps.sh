@@ -4,21 +4,28 @@
 # called at all when nothing is missing.
 #
 #   cmake/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
-#   cmake/install-deps.sh --python   also the Python stack used by plots
+#   cmake/install-deps.sh --python   also the Python stack used by summaries and plots
+#   cmake/install-deps.sh --torch    also PyTorch (the MLP-step yardstick, models/bench)
 #   cmake/install-deps.sh --cuda     also what the CUDA build needs (non-free)
 #   cmake/install-deps.sh --slurm    also Slurm and munge (slurm/, tests/slurm);
 #                                    their services are not started
+#   cmake/install-deps.sh --nsys     also Nsight Systems 2022.4 (non-free), for
+#                                    profiles/nsys and the `nsys` tests
 set -euo pipefail
 
 want_python=0
+want_torch=0
 want_cuda=0
 want_slurm=0
+want_nsys=0
 for arg in "$@"; do
   case "$arg" in
     --python) want_python=1 ;;
+    --torch) want_torch=1 ;;
     --cuda) want_cuda=1 ;;
     --slurm) want_slurm=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --nsys) want_nsys=1 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,13 +39,19 @@ pkgs=(
   zlib1g-dev dataset-fashion-mnist
 )
 if [ "$want_python" = 1 ]; then
-  pkgs+=(python3-numpy python3-h5py python3-matplotlib python3-torch)
+  pkgs+=(python3-numpy python3-h5py python3-matplotlib)
+fi
+if [ "$want_torch" = 1 ]; then
+  pkgs+=(python3-torch python3-numpy)
 fi
 if [ "$want_cuda" = 1 ]; then
   pkgs+=(nvidia-cuda-toolkit g++-11 dpkg-dev)
 fi
 if [ "$want_slurm" = 1 ]; then
   pkgs+=(slurm-wlm slurm-client munge)
+fi
+if [ "$want_nsys" = 1 ]; then
+  pkgs+=(nsight-systems)
 fi
 
 missing=()
@@ -56,8 +69,8 @@ fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-if [ "$want_cuda" = 1 ]; then
-  # nvidia-cuda-toolkit lives in Debian's non-free component.
+if [ "$want_cuda" = 1 ] || [ "$want_nsys" = 1 ]; then
+  # nvidia-cuda-toolkit and nsight-systems live in Debian's non-free component.
   "$(dirname "$0")/debian-sources.sh" --non-free
 fi
 

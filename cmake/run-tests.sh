@@ -13,7 +13,9 @@ for arg in "$@"; do
     *) echo "run-tests: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done
-cmake/install-deps.sh
+# Slurm daemons (slurm test), Python for summaries and plots, Nsight Systems
+# (NVTX range test).
+cmake/install-deps.sh --slurm --python --nsys
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --preset ci

@@ -19,7 +19,7 @@
 #   --train PATH          qsgd-train binary (build/release/benchmarks/qsgd-train)
 #   --site-env FILE       sourced by every job before it runs (slurm/site-env.sh)
 #   --gpu-bind SPEC       srun --gpu-bind (single:1: each rank its nearest GPU)
-#   --cpu-bind SPEC       srun --cpu-bind (cores; none in CPU mode)
+#   --cpu-bind SPEC       srun --cpu-bind (cores; in CPU mode the site's default)
 #   --cpus-per-task N     CPU cores per rank (site default if not given)
 #   --time T              time limit per array task (spec: time)
 #   --partition P  --account A  --qos Q
@@ -62,6 +62,8 @@ dry_run=0
 
 need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
+  # --option=value is --option value (--sbatch-arg=--hold: the value may start with --)
+  case "$1" in --*=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;; esac
   case "$1" in
     --sweep) need "$@"; sweep_file="$2"; shift ;;
     --out) need "$@"; out="$2"; shift ;;
@@ -121,8 +123,8 @@ codec="${spec[codec]:-elias-dense}"
 read -ra gpus <<<"${gpus_opt:-${spec[gpus]:-1}}"
 gpn="${gpn_opt:-${spec[gpus_per_node]:-8}}"
 time_limit="${time_opt:-${spec[time]:-01:00:00}}"
-train_args="${spec[train_args]:-}"
-[ -n "$cpu_bind" ] || { if [ "$mode" = gpu ]; then cpu_bind="cores"; else cpu_bind="none"; fi; }
+read -ra train_args <<<"${spec[train_args]:-}"
+[ -n "$cpu_bind" ] || [ "$mode" = cpu ] || cpu_bind="cores"
 
 is_uint() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 is_uint "$gpn" || die "gpus per node must be a positive integer, got '$gpn'"
@@ -135,7 +137,10 @@ out="$(abspath "${out:-$repo/results/slurm/$name}")"
 train="$(abspath "$train")"
 if [ -n "$site_env" ]; then
   site_env="$(abspath "$site_env")"
-  [ -f "$site_env" ] || die "site environment '$site_env' not found"
+  if [ ! -f "$site_env" ]; then
+    [ "$dry_run" = 1 ] || die "site environment '$site_env' not found"
+    echo "# $prog: note: $site_env does not exist yet" >&2
+  fi
 fi
 if [ ! -x "$train" ]; then
   [ "$dry_run" = 1 ] || die "$train is not an executable (build it, or pass --train PATH)"
@@ -153,15 +158,15 @@ add_cfg() {  # add_cfg ID ARGS...
   n_cfg=$((n_cfg + 1))
 }
 for model in "${models[@]}"; do
-  margs="${spec[args.$model]:-}"
+  read -ra margs <<<"${spec[args.$model]:-}"
   for strategy in "${strategies[@]}"; do
     case "$strategy" in
-      allreduce) add_cfg "${model}_allreduce_fp32" --model "$model" $margs --strategy allreduce $train_args ;;
-      allreduce16) add_cfg "${model}_allreduce16_bf16" --model "$model" $margs --strategy allreduce16 --codec bf16 $train_args ;;
+      allreduce) add_cfg "${model}_allreduce_fp32" --model "$model" "${margs[@]}" --strategy allreduce "${train_args[@]}" ;;
+      allreduce16) add_cfg "${model}_allreduce16_bf16" --model "$model" "${margs[@]}" --strategy allreduce16 --codec bf16 "${train_args[@]}" ;;
       allgather|param-server|scatter-reduce)
         for b in "${bits[@]}"; do
-          add_cfg "${model}_${strategy}_${codec}-${b}bit" --model "$model" $margs --strategy "$strategy" \
-            --codec "$codec" --bits "$b" $train_args
+          add_cfg "${model}_${strategy}_${codec}-${b}bit" --model "$model" "${margs[@]}" --strategy "$strategy" \
+            --codec "$codec" --bits "$b" "${train_args[@]}"
         done ;;
       *) die "unknown strategy '$strategy'" ;;
     esac
@@ -197,6 +202,16 @@ v = h5py.File(sys.argv[1], "r").attrs.get("complete", b"")
 sys.exit(0 if (v.decode() if isinstance(v, bytes) else str(v)) == "true" else 1)' "$1" 2>/dev/null
   fi
 }
+
+# The site's environment here too: h5dump (or h5py) to recognise finished runs,
+# and sbatch's default --export=ALL hands it on to the jobs, which source it
+# again. Not in a dry run, which runs nothing.
+if [ "$dry_run" = 0 ] && [ -n "$site_env" ]; then
+  set +u
+  # shellcheck disable=SC1090
+  source "$site_env"
+  set -u
+fi
 
 # Array tasks of this sweep already queued or running (not re-submitted).
 declare -A active=()
@@ -259,7 +274,8 @@ for k in "${gpus[@]}"; do
   fi
   [ -z "$cpus_per_task" ] || res+=(--cpus-per-task="$cpus_per_task")
   task_args=(--manifest "$manifest" --train "$train" --mode "$mode" --mpi "$mpi"
-    --ranks "$k" --nodes "$nodes" --per-node "$per_node" --cpu-bind "$cpu_bind")
+    --ranks "$k" --nodes "$nodes" --per-node "$per_node")
+  [ -z "$cpu_bind" ] || task_args+=(--cpu-bind "$cpu_bind")
   [ "$mode" = cpu ] || task_args+=(--gpu-bind "$gpu_bind")
   [ -z "$cpus_per_task" ] || task_args+=(--cpus-per-task "$cpus_per_task")
   [ -z "$site_env" ] || task_args+=(--site-env "$site_env")

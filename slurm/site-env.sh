@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Site environment: sourced (bash) by every array task before it calls srun,
 # and by the collect job before it runs Python. Load here what qsgd-train was
 # built with on your cluster; module names differ between sites, for example:

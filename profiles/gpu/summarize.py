@@ -11,18 +11,20 @@ TARGETS = [("encode/fixed", "quantize + fixed-width encode", 0.6),
 
 
 def main(path):
+    global N
     doc = json.load(open(path))
+    N = "2^26" if any("/67108864/" in b["run_name"] for b in doc["benchmarks"]) else "?"
     med = {}
     for b in doc["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        name = b["run_name"].rsplit("/", 1)[0]
+        name = b["run_name"].split("/67108864")[0].split("/16777216")[0]
         if b.get("run_type") == "aggregate" or name not in med:
             med[name] = b
     ceiling = next((b for n, b in med.items() if n.startswith("memcpy/kokkos")), None)
     ctx = doc["context"]
-    print("device: %s  git %s  n = 2^26, s = %s, d = %s, norm = %s" % (
-        ctx.get("kokkos_execution_space"), ctx.get("git_hash"), ctx.get("qsgd_s"), ctx.get("qsgd_d"),
+    print("device: %s  git %s  n = %s, s = %s, d = %s, norm = %s" % (
+        ctx.get("kokkos_execution_space"), ctx.get("qsgd_git_hash"), N, ctx.get("qsgd_s"), ctx.get("qsgd_d"),
         ctx.get("qsgd_norm")))
     if ceiling is not None:
         print("copy ceiling (device-to-device, bytes of fp32 input): %.1f GB/s" % (ceiling["bytes_per_second"] / 1e9))

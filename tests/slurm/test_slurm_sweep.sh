@@ -5,11 +5,15 @@
 # slurm/qsgd-sweep.sh. Checks:
 #   1. every expected trace exists and is complete; the collect job's summary
 #      (txt and json) lists every run and the plots exist;
-#   2. a re-submission submits nothing (traces untouched);
-#   3. re-running one array task of a complete run skips it; an incomplete
-#      trace (a failed run) is moved aside, never deleted, and re-run alone by
-#      the next submission;
-#   4. the dry run of the default sweep at 16 GPUs (2 nodes x 8) prints the
+#   2. a submission while the sweep's tasks are queued submits none of them
+#      again; a re-submission of the finished sweep submits nothing and
+#      leaves every trace untouched;
+#   3. re-running one array task alone: a complete run skips, a failed run
+#      (incomplete trace) is moved aside, never deleted, and redone; a
+#      re-submission re-runs exactly the failed task;
+#   4. a run that fails is reported as failed: by the task (exit status, Slurm's
+#      job state FAILED) and by the collect job (missing trace, re-run command);
+#   5. the dry run of the default sweep at 16 GPUs (2 nodes x 8) prints the
 #      expected sbatch and srun lines and touches nothing.
 # Everything it starts is stopped and everything it creates is removed, also
 # on failure, when it prints the daemons' logs and the job outputs.
@@ -63,18 +67,21 @@ chmod 0755 "$tmp"  # the munge user must reach its socket directory
 conf="$tmp/etc/slurm.conf"
 export SLURM_CONF="$conf"
 mkdir -p "$tmp/etc" "$tmp/state" "$tmp/spool" "$tmp/log" "$tmp/run" "$tmp/munge"
-ctld_pid="" slurmd_pid="" munged_pid="" ok=0
+ctld_pid="" slurmd_pid="" munged_pid="" watchdog="" ok=0
 
 show_logs() {
   local f
   echo "=================== diagnostics ==================="
+  # A daemon's stderr (*.out) repeats its log file; it matters only when the
+  # daemon died before it opened the log.
   for f in "$tmp/log/slurmctld.log" "$tmp/log/slurmd.log" "$tmp/log/slurmctld.out" "$tmp/log/slurmd.out" \
     "$tmp/munge/munged.log"; do
     [ -s "$f" ] || continue
+    case "$f" in *.out) [ ! -s "${f%.out}.log" ] || continue ;; esac
     echo "----- tail of $f"
     tail -n 40 "$f"
   done
-  for f in "$tmp"/sweep/logs/* "$tmp"/*.out; do
+  for f in "$tmp"/*/logs/* "$tmp"/*.out; do
     [ -f "$f" ] || continue
     echo "----- $f"
     tail -n 30 "$f"
@@ -99,6 +106,7 @@ stop_pid() {  # stop_pid PID SECONDS: TERM, wait, then KILL
 cleanup() {
   local rc=$?
   set +e
+  trap - USR1
   if [ "$ok" != 1 ]; then
     [ "$rc" -ne 0 ] || rc=1
     show_logs
@@ -112,6 +120,7 @@ cleanup() {
       for _ in $(seq 30); do [ -z "$(squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.5; done
     fi
   fi
+  [ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null
   stop_pid "$slurmd_pid" 15
   stop_pid "$ctld_pid" 20   # slurmctld takes about 5 s to exit
   stop_pid "$munged_pid" 10
@@ -125,6 +134,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
+# Give up before ctest's TIMEOUT (600 s) would kill this script without its
+# cleanup: the daemons must not outlive the test.
+trap 'echo "FAIL: the test ran for 540 s"; exit 1' USR1
+( exec >/dev/null 2>&1; sleep 540 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -USR1 $$ ) &
+watchdog=$!
 
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -216,6 +230,10 @@ wait_empty() {  # wait_empty SECONDS: until no job is pending or running
     sleep 0.5
   done
 }
+# Slurm's state of every task of job $1 (no accounting here: slurmctld keeps
+# finished jobs for MinJobAge, 300 s).
+job_states() { scontrol -o show job "$1" | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | awk '{ print $2 "x" $1 }'; }
+submitted_ids() { sed -n 's/^# K=[0-9]*: submitted job \([0-9]*\);.*/\1/p; s/^# collect: job \([0-9]*\) .*/\1/p' "$1"; }
 is_complete() { h5dump -a /complete "$1" 2>/dev/null | grep -q '(0): "true"'; }
 stamps() {  # inode and nanosecond mtime of every trace: changes when one is rewritten
   (cd "$sweep/traces" && stat -c '%n %i %.9Y' -- *.h5)
@@ -258,10 +276,17 @@ PY
 }
 
 # ---- 1. the sweep: 2 configurations x K in {1, 2}, then the collect job ------
-say "1. submitting the tiny CPU sweep"
-submit "$tmp/submit1.out"
+# The arrays are submitted held, so that a second submission meets them queued.
+say "1. submitting the tiny CPU sweep (arrays held)"
+submit "$tmp/submit1.out" --sbatch-arg=--hold
 grep -q -- '--array=0-1 ' "$tmp/submit1.out" || fail "expected two arrays of 2 tasks (--array=0-1)"
 [ "$(grep -c '^sbatch ' "$tmp/submit1.out")" -eq 3 ] || fail "expected 3 sbatch commands (K=1, K=2, collect)"
+submit "$tmp/submit1b.out"
+[ "$(grep -c '^# K=[12]: .* 0 complete, 2 queued or running, 0 to submit' "$tmp/submit1b.out")" -eq 2 ] ||
+  fail "a submission while the sweep is queued did not see its queued tasks"
+! grep -q '^sbatch ' "$tmp/submit1b.out" || fail "queued tasks were submitted twice"
+mapfile -t ids < <(submitted_ids "$tmp/submit1.out")
+scontrol release "${ids[0]}" "${ids[1]}" || fail "scontrol release failed"
 wait_empty 180
 say "sweep finished"
 for f in "$sweep"/logs/K*.out; do
@@ -270,6 +295,10 @@ done
 [ "$(find "$sweep/logs" -name 'K*.out' | wc -l)" -eq 4 ] || fail "expected 4 array task logs"
 check_sweep
 grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$sweep"/logs/collect-*.out || fail "collect job did not report 4 of 4"
+for id in "${ids[@]}"; do
+  st="$(job_states "$id")"
+  [[ "$st" =~ ^JobState=COMPLETEDx[0-9]+$ ]] || fail "job $id: $st"
+done
 cat "$sweep/summary.txt"
 
 # ---- 2. re-submission: everything is complete, nothing is submitted -----------
@@ -283,29 +312,62 @@ submit "$tmp/submit2.out"
 [ "$(find "$sweep/logs" -type f | wc -l)" -eq "$n_logs" ] || fail "re-submission ran something"
 [ "$(stamps)" = "$before" ] || fail "traces changed on re-submission"
 
-# ---- 3. one task re-run alone: a complete run skips, a failed run re-runs ------
-say "3. re-running single tasks (a complete one, a failed one)"
+# ---- 3. failed runs: re-run alone, or picked up by the next submission --------
+# A failed run leaves a trace that is not marked complete (the trainer writes
+# its trace atomically; only a finished run sets complete = "true").
+mark_failed() {
+  /usr/bin/python3 -c 'import sys, h5py; h5py.File(sys.argv[1], "r+").attrs["complete"] = "false"' "$1"
+  ! is_complete "$1" || fail "could not mark $1 incomplete"
+}
+others_unchanged() {  # others_unchanged NAME: every trace but NAME as in $before
+  [ "$(grep -v "^$1 " <<<"$(stamps)")" = "$(grep -v "^$1 " <<<"$before")" ] || fail "traces other than $1 changed"
+  [ "$(grep "^$1 " <<<"$(stamps)")" != "$(grep "^$1 " <<<"$before")" ] || fail "$1 was not redone"
+}
+say "3a. re-running single tasks alone: a complete one (K=2 task 0), a failed one (K=2 task 1)"
+mark_failed "$sweep/traces/mlp_allgather_elias-dense-4bit_K2.h5"
 "$sweep/rerun-K2.sh" 0 >/dev/null || fail "rerun-K2.sh 0 failed"
-# A failed run: its trace exists but is not marked complete.
-failed="$sweep/traces/mlp_allgather_elias-dense-4bit_K1.h5"
-/usr/bin/python3 -c 'import sys, h5py; h5py.File(sys.argv[1], "r+").attrs["complete"] = "false"' "$failed"
-is_complete "$failed" && fail "could not mark $failed incomplete"
+"$sweep/rerun-K2.sh" 1 >/dev/null || fail "rerun-K2.sh 1 failed"
+wait_empty 120
+[ "$(cat "$sweep"/logs/K2-*_0.out | grep -c 'qsgd-array: skip: .*mlp_allreduce_fp32_K2.h5 is complete')" -eq 1 ] ||
+  fail "re-running a complete task did not skip it"
+grep -q 'moving the incomplete .*_K2.h5 aside' "$sweep"/logs/K2-*_1.out || fail "the incomplete trace was not moved aside"
+ls "$sweep"/traces/mlp_allgather_elias-dense-4bit_K2.h5.failed-* >/dev/null 2>&1 ||
+  fail "the failed trace is gone (must be kept as .failed-*)"
+others_unchanged mlp_allgather_elias-dense-4bit_K2.h5
+before="$(stamps)"
+
+say "3b. re-submitting with one failed run (K=1 task 1)"
+mark_failed "$sweep/traces/mlp_allgather_elias-dense-4bit_K1.h5"
 submit "$tmp/submit3.out"
 grep -q '^sbatch .*--array=1 .*--ranks 1 ' "$tmp/submit3.out" || fail "the failed K=1 task 1 was not submitted alone"
 [ "$(grep -c '^sbatch ' "$tmp/submit3.out")" -eq 2 ] || fail "expected the K=1 re-run and a collect job only"
 wait_empty 120
-grep -q 'qsgd-array: skip: .*mlp_allreduce_fp32_K2.h5 is complete' "$sweep"/logs/K2-*_0.out ||
-  fail "re-running a complete task did not skip it"
-grep -q 'moving the incomplete .* aside' "$sweep"/logs/K1-*_1.out || fail "the incomplete trace was not moved aside"
-ls "$failed".failed-* >/dev/null 2>&1 || fail "the failed trace is gone (must be kept as .failed-*)"
-after="$(stamps)"
-[ "$(grep -v 'mlp_allgather_elias-dense-4bit_K1.h5' <<<"$after")" = "$(grep -v 'mlp_allgather_elias-dense-4bit_K1.h5' <<<"$before")" ] ||
-  fail "traces other than the failed one changed"
-[ "$after" != "$before" ] || fail "the failed run was not redone"
+grep -q 'moving the incomplete .*_K1.h5 aside' "$sweep"/logs/K1-*_1.out || fail "the incomplete trace was not moved aside"
+ls "$sweep"/traces/mlp_allgather_elias-dense-4bit_K1.h5.failed-* >/dev/null 2>&1 ||
+  fail "the failed trace is gone (must be kept as .failed-*)"
+others_unchanged mlp_allgather_elias-dense-4bit_K1.h5
 check_sweep
+[ "$(find "$sweep/logs" -name 'collect-*.out' | wc -l)" -eq 2 ] || fail "expected a second collect job"
 
-# ---- 4. dry run: the default sweep at 16 GPUs, 2 nodes x 8 ------------------
-say "4. dry run of the default sweep at 16 GPUs"
+# ---- 4. a failing run: reported by the task, Slurm and the collect job -------
+say "4. a sweep whose runs fail"
+bad="$tmp/failsweep"
+"$repo/slurm/qsgd-sweep.sh" --sweep "$here/tiny.conf" --cpu --gpus 1 --out "$bad" --train /bin/false \
+  >"$tmp/submit4.out" 2>&1 || { cat "$tmp/submit4.out"; fail "qsgd-sweep.sh failed"; }
+wait_empty 60
+mapfile -t ids < <(submitted_ids "$tmp/submit4.out")
+[ "${#ids[@]}" -eq 2 ] || fail "expected an array job and a collect job, got ${ids[*]}"
+[ "$(job_states "${ids[0]}")" = "JobState=FAILEDx2" ] || fail "array job ${ids[0]}: $(job_states "${ids[0]}")"
+[ "$(job_states "${ids[1]}")" = "JobState=FAILEDx1" ] || fail "collect job ${ids[1]}: $(job_states "${ids[1]}")"
+for i in 0 1; do
+  grep -q 'qsgd-array: FAILED (srun exit status 1): .* re-run this task alone with .*/rerun-K1.sh '"$i" \
+    "$bad"/logs/K1-*_$i.out || fail "task $i does not report its failure"
+done
+grep -q "missing: *traces/mlp_allreduce_fp32_K1.h5 (re-run: $bad/rerun-K1.sh 0" "$bad"/logs/collect-*.out ||
+  fail "the collect job does not report the missing run"
+
+# ---- 5. dry run: the default sweep at 16 GPUs, 2 nodes x 8 ------------------
+say "5. dry run of the default sweep at 16 GPUs"
 dry="$tmp/dry"
 "$repo/slurm/qsgd-sweep.sh" --gpus 16 --gpus-per-node 8 --dry-run --out "$dry" --train "$train" >"$tmp/dry.out" 2>&1 ||
   { cat "$tmp/dry.out"; fail "dry run failed"; }

@@ -12,7 +12,7 @@ namespace qsgd::algorithms {
 using Vec = std::vector<double>;
 
 double dot(const Vec& a, const Vec& b);
-double norm2(const Vec& a);  // squared Euclidean norm
+double norm2(const Vec& a);                     // squared Euclidean norm
 void axpy(double alpha, const Vec& x, Vec& y);  // y += alpha * x
 
 // Row-major dense matrix.

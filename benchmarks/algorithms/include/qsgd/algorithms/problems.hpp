@@ -95,8 +95,8 @@ class Problem {
 struct LeastSquaresSpec {
   std::size_t n = 64;
   std::size_t m = 4096;
-  double kappa = 10.0;   // column scales c_k from 1 down to 1/sqrt(kappa), geometric
-  double noise = 1.0;    // standard deviation of the label noise
+  double kappa = 10.0;  // column scales c_k from 1 down to 1/sqrt(kappa), geometric
+  double noise = 1.0;   // standard deviation of the label noise
   double ridge = 0.0;
   bool normalize_rows = false;  // |a_j| = 1: every component has the same smoothness
   std::uint64_t seed = 1;
@@ -105,8 +105,8 @@ struct LeastSquaresSpec {
 struct LogisticSpec {
   std::size_t n = 64;
   std::size_t m = 4096;
-  double kappa = 10.0;   // column scales as for least squares
-  double margin = 0.5;   // planted x ~ margin * N(0, I)
+  double kappa = 10.0;  // column scales as for least squares
+  double margin = 1.0;  // planted x ~ margin * N(0, I)
   double ridge = 1e-3;
   std::uint64_t seed = 2;
 };

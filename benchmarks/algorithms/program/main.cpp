@@ -1,0 +1,173 @@
+// qsgd-algorithms: the theory-reproduction experiments of spec section 3.
+//
+//   qsgd-algorithms convex --out FILE [--seeds N] [--workers K] [--quick]
+//   qsgd-algorithms qsvrg  --out FILE [--seeds N] [--workers K] [--quick]
+//   qsgd-algorithms dqgd   --out FILE [--quick]
+//   mpirun -np R qsgd-algorithms async --out FILE [--updates U] [--window W]
+//                                      [--taus 0,2,8,-1] [--delay-us D] [--quick]
+//
+// Each writes one JSON file (schema qsgd.algorithms/1: provenance, parameters,
+// problems, runs with their convergence traces) and prints a short table.
+// benchmarks/algorithms/run_experiments.sh runs them all and plots them.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <qsgd/comm/communicator.hpp>
+#include <sstream>
+#include <string>
+
+#include "experiments.hpp"
+#include "provenance.hpp"
+
+namespace qp = qsgd::algorithms::program;
+
+namespace {
+
+constexpr const char* schema = "qsgd.algorithms/1";
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr,
+               "qsgd-algorithms: %s\n"
+               "usage: qsgd-algorithms {convex|qsvrg|dqgd|async} --out FILE [--seeds N] [--workers K] [--quick]\n"
+               "       async (under mpirun, >= 2 ranks): [--updates U] [--window W] [--taus 0,2,8,-1] "
+               "[--delay-us D]\n",
+               msg);
+  std::exit(2);
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
+  if (v.empty()) usage("empty --taus");
+  return v;
+}
+
+qp::Options parse(int argc, char** argv) {
+  if (argc < 2) usage("missing command");
+  qp::Options o;
+  o.command = argv[1];
+  if (o.command != "convex" && o.command != "qsvrg" && o.command != "dqgd" && o.command != "async")
+    usage(("unknown command '" + o.command + "'").c_str());
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    try {
+      if (a == "--out")
+        o.out = next();
+      else if (a == "--seeds")
+        o.seeds = std::stoi(next());
+      else if (a == "--workers")
+        o.workers = std::stoi(next());
+      else if (a == "--quick")
+        o.quick = true;
+      else if (a == "--updates")
+        o.updates = std::stoull(next());
+      else if (a == "--window")
+        o.window = std::stoi(next());
+      else if (a == "--taus")
+        o.taus = parse_list(next());
+      else if (a == "--delay-us")
+        o.delay_us = std::stod(next());
+      else if (a.rfind("--kokkos", 0) == 0)
+        continue;
+      else
+        usage(("unknown option '" + a + "'").c_str());
+    } catch (const std::invalid_argument&) {
+      usage(("bad value for " + a).c_str());
+    }
+  }
+  if (o.out.empty()) usage("--out FILE is required");
+  if (o.seeds < 1 || o.workers < 1 || o.window < 1) usage("--seeds, --workers and --window must be >= 1");
+  return o;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string mpi_library() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, static_cast<std::size_t>(len));
+  const auto nl = s.find_first_of("\n,");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+void write_context(qp::Json& j, const qp::Options& o, int ranks, int argc, char** argv) {
+  j.key("context").begin_object();
+  for (const auto& [k, v] : qsgd::bench::provenance()) j.field(k, v);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  j.field("mpi_library", mpi_library())
+      .field("mpi_ranks", ranks)
+      .field("host", std::string(host))
+      .field("date", utc_now())
+      .field("command", cmd)
+      .field("experiment", o.command)
+      .field("quick", o.quick);
+  j.end_object();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const qp::Options o = parse(argc, argv);
+  const bool mpi = o.command == "async";
+  if (mpi) MPI_Init(&argc, &argv);
+  int rc = 0;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    const qsgd::comm::Communicator comm = mpi ? qsgd::comm::Communicator::world() : qsgd::comm::Communicator::serial();
+    if (mpi && comm.size() < 2) {
+      if (comm.rank() == 0) std::fprintf(stderr, "qsgd-algorithms async: run under mpirun with >= 2 ranks\n");
+      rc = 2;
+    } else {
+      try {
+        qp::Json j;
+        j.begin_object().field("schema", schema);
+        write_context(j, o, comm.size(), argc, argv);
+        if (o.command == "convex")
+          qp::experiment_convex(o, j);
+        else if (o.command == "qsvrg")
+          qp::experiment_qsvrg(o, j);
+        else if (o.command == "dqgd")
+          qp::experiment_dqgd(o, j);
+        else
+          qp::experiment_async(o, j, comm);
+        j.end_object();
+        if (comm.rank() == 0) {
+          std::ofstream f(o.out);
+          f << j.str() << "\n";
+          if (!f) {
+            std::fprintf(stderr, "qsgd-algorithms: cannot write %s\n", o.out.c_str());
+            rc = 1;
+          } else {
+            std::printf("wrote %s\n", o.out.c_str());
+          }
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "qsgd-algorithms: %s\n", e.what());
+        rc = 1;
+      }
+    }
+  }
+  if (mpi) MPI_Finalize();
+  return rc;
+}

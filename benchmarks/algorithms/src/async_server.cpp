@@ -1,0 +1,299 @@
+#include "qsgd/algorithms/async_server.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "qsgd/algorithms/data_parallel.hpp"
+
+namespace qsgd::algorithms {
+
+namespace {
+
+constexpr int tag_grad = 101;
+constexpr int tag_params = 102;
+constexpr int tag_stop = 103;
+constexpr int tag_done = 104;
+constexpr int header_words = 3;  // version, worker step, message bytes
+constexpr int server = 0;
+
+// Send buffers in flight, recycled once their requests complete. A buffer's
+// storage never moves while its send is pending (moving a std::vector keeps
+// its heap block).
+template <class T>
+class SendQueue {
+ public:
+  // A buffer for the next send; post it with request().
+  std::vector<T>& next() {
+    progress();
+    if (!free_.empty()) {
+      pending_.push_back(std::move(free_.back()));
+      free_.pop_back();
+    } else {
+      pending_.emplace_back();
+    }
+    pending_.back().req = MPI_REQUEST_NULL;
+    return pending_.back().buf;
+  }
+  MPI_Request* request() { return &pending_.back().req; }
+  void progress() {
+    while (!pending_.empty()) {
+      int done = 0;
+      MPI_Test(&pending_.front().req, &done, MPI_STATUS_IGNORE);
+      if (!done) break;
+      free_.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+  }
+  void wait_all() {
+    for (Item& it : pending_) MPI_Wait(&it.req, MPI_STATUS_IGNORE);
+    pending_.clear();
+  }
+
+ private:
+  struct Item {
+    std::vector<T> buf;
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
+  std::deque<Item> pending_;
+  std::vector<Item> free_;
+};
+
+void run_server(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int workers,
+                const qsgd::comm::Communicator& world, AsyncResult& r, Vec& x) {
+  const std::size_t n = p.dim();
+  Channel ch(cfg.wire, n);
+  const std::size_t max_words = header_words + ch.buffer_words();
+  std::vector<std::uint64_t> in(max_words);
+  std::vector<SendQueue<double>> replies(static_cast<std::size_t>(workers));
+  Vec g(n);
+  std::uint64_t v = 0;
+  r.applied_per_worker.assign(static_cast<std::size_t>(workers), 0);
+  r.trace.push_back(evaluate(p, x, 0, 0, cfg.eval));
+
+  auto fail = [&](int src, const std::string& what) {
+    world.abort(qsgd::comm::exit_corrupt_message, "corrupt push from rank " + std::to_string(src) + ": " + what);
+  };
+
+  while (v < cfg.updates) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st);
+    if (!flag) {
+      for (auto& q : replies) q.progress();
+      std::this_thread::yield();  // ranks may outnumber cores: let the workers run
+      continue;
+    }
+    const int src = st.MPI_SOURCE;
+    int count = 0;
+    MPI_Get_count(&st, MPI_UINT64_T, &count);
+    if (st.MPI_TAG != tag_grad) fail(src, "unexpected tag " + std::to_string(st.MPI_TAG));
+    if (count < header_words || static_cast<std::size_t>(count) > max_words)
+      fail(src, "size " + std::to_string(count) + " words outside [3, " + std::to_string(max_words) + "]");
+    MPI_Recv(in.data(), count, MPI_UINT64_T, src, tag_grad, comm, MPI_STATUS_IGNORE);
+    ++r.pushes;
+    const std::uint64_t vw = in[0], bytes = in[2];
+    if (vw > v) fail(src, "version " + std::to_string(vw) + " from the future (server at " + std::to_string(v) + ")");
+    if (bytes > 8 * static_cast<std::uint64_t>(count - header_words)) fail(src, "message bytes exceed the push");
+    r.grad_bits += 8 * bytes;
+    std::copy(in.begin() + header_words, in.begin() + count, ch.buffer());
+    std::fill(g.begin(), g.end(), 0.0);
+    try {
+      ch.accumulate(static_cast<std::size_t>(bytes), 1.0, g);
+    } catch (const std::exception& e) {
+      fail(src, e.what());
+    }
+    const std::uint64_t stale = v - vw;
+    auto bump = [](std::vector<std::uint64_t>& h, std::uint64_t k) {
+      if (h.size() <= k) h.resize(k + 1, 0);
+      ++h[k];
+    };
+    if (cfg.tau >= 0 && stale > static_cast<std::uint64_t>(cfg.tau)) {
+      ++r.rejected;
+      bump(r.rejected_hist, stale);
+    } else {
+      axpy(-cfg.step.at(v), g, x);
+      ++v;
+      ++r.applied;
+      bump(r.staleness_hist, stale);
+      r.staleness.push_back(static_cast<std::uint32_t>(stale));
+      r.max_staleness = std::max(r.max_staleness, stale);
+      ++r.applied_per_worker[static_cast<std::size_t>(src - 1)];
+      if (v % cfg.eval.every == 0 || v == cfg.updates) r.trace.push_back(evaluate(p, x, v, r.grad_bits, cfg.eval));
+    }
+    // Answer every push with the current parameters (the worker's pull).
+    auto& q = replies[static_cast<std::size_t>(src - 1)];
+    std::vector<double>& out = q.next();
+    out.resize(n + 1);
+    out[0] = static_cast<double>(v);
+    std::copy(x.begin(), x.end(), out.begin() + 1);
+    MPI_Isend(out.data(), static_cast<int>(n + 1), MPI_DOUBLE, src, tag_params, comm, q.request());
+  }
+
+  // Shutdown: STOP to every worker, then drain until each has sent DONE.
+  std::vector<MPI_Request> stops(static_cast<std::size_t>(workers));
+  for (int w = 1; w <= workers; ++w) MPI_Isend(nullptr, 0, MPI_DOUBLE, w, tag_stop, comm, &stops[w - 1]);
+  int done = 0;
+  while (done < workers) {
+    MPI_Status st;
+    MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &st);
+    int count = 0;
+    MPI_Get_count(&st, MPI_UINT64_T, &count);
+    if (st.MPI_TAG == tag_done) {
+      std::uint64_t pushes = 0;
+      MPI_Recv(&pushes, 1, MPI_UINT64_T, st.MPI_SOURCE, tag_done, comm, MPI_STATUS_IGNORE);
+      r.sent += pushes;
+      ++done;
+    } else if (st.MPI_TAG == tag_grad && count >= header_words && static_cast<std::size_t>(count) <= max_words) {
+      MPI_Recv(in.data(), count, MPI_UINT64_T, st.MPI_SOURCE, tag_grad, comm, MPI_STATUS_IGNORE);
+      ++r.discarded;
+    } else {
+      fail(st.MPI_SOURCE, "unexpected message during shutdown (tag " + std::to_string(st.MPI_TAG) + ")");
+    }
+  }
+  MPI_Waitall(workers, stops.data(), MPI_STATUSES_IGNORE);
+  for (auto& q : replies) q.wait_all();
+}
+
+void run_worker(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int rank, int workers) {
+  const std::size_t n = p.dim();
+  const int w = rank - 1;
+  const Shard shard = cfg.sharded ? p.shard(w, workers) : Shard{0, p.samples()};
+  Channel ch(cfg.wire, n);
+  Vec x = p.initial_point(), g(n);
+  std::uint64_t version = 0, step = 0, in_flight = 0;
+  std::vector<double> rbuf(n + 1);
+  MPI_Request rreq;
+  MPI_Irecv(rbuf.data(), static_cast<int>(n + 1), MPI_DOUBLE, server, MPI_ANY_TAG, comm, &rreq);
+  SendQueue<std::uint64_t> sends;
+  bool stopped = false;
+  // A message from the server has arrived in rbuf: take it, re-post the receive.
+  auto handle = [&](const MPI_Status& st) {
+    if (st.MPI_TAG == tag_stop) {
+      stopped = true;
+      return;
+    }
+    const auto v = static_cast<std::uint64_t>(rbuf[0]);
+    if (v >= version) {
+      version = v;
+      std::copy(rbuf.begin() + 1, rbuf.end(), x.begin());
+    }
+    if (in_flight > 0) --in_flight;
+    MPI_Irecv(rbuf.data(), static_cast<int>(n + 1), MPI_DOUBLE, server, MPI_ANY_TAG, comm, &rreq);
+  };
+  auto drain = [&] {
+    while (!stopped) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Test(&rreq, &flag, &st);
+      if (!flag) break;
+      handle(st);
+    }
+  };
+  const double inv_b = 1.0 / cfg.batch;
+  while (!stopped) {
+    if (!cfg.lazy_pull) drain();
+    if (stopped) break;
+    if (in_flight >= static_cast<std::uint64_t>(cfg.window)) {
+      MPI_Status st;
+      MPI_Wait(&rreq, &st);
+      handle(st);
+      drain();
+      continue;
+    }
+    std::fill(g.begin(), g.end(), 0.0);
+    for (int k = 0; k < cfg.batch; ++k) p.add_sample_gradient(sample_index(shard, cfg.seed, step, w, k), x, inv_b, g);
+    if (cfg.worker_delay_us > 0 && rank > 1)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(cfg.worker_delay_us * (rank - 1)));
+    const std::size_t bytes = ch.encode(g, RngKey{cfg.seed, step, static_cast<std::uint32_t>(rank), 0});
+    std::vector<std::uint64_t>& out = sends.next();
+    const std::size_t words = (bytes + 7) / 8;
+    out.resize(header_words + words);
+    out[0] = version;
+    out[1] = step;
+    out[2] = bytes;
+    std::copy(ch.buffer(), ch.buffer() + words, out.begin() + header_words);
+    MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_UINT64_T, server, tag_grad, comm, sends.request());
+    ++in_flight;
+    ++step;
+    sends.progress();
+  }
+  std::uint64_t pushes = step;
+  MPI_Send(&pushes, 1, MPI_UINT64_T, server, tag_done, comm);
+  sends.wait_all();
+}
+
+// Every rank gets the server's result.
+void broadcast(AsyncResult& r, Vec& x, MPI_Comm comm) {
+  auto bcast_u64 = [&](std::vector<std::uint64_t>& v) {
+    std::uint64_t size = v.size();
+    MPI_Bcast(&size, 1, MPI_UINT64_T, server, comm);
+    v.resize(size);
+    if (size) MPI_Bcast(v.data(), static_cast<int>(size), MPI_UINT64_T, server, comm);
+  };
+  std::vector<std::uint64_t> scalars = {r.applied,   r.rejected, r.discarded, r.max_staleness,
+                                        r.grad_bits, r.pushes,   r.sent};
+  bcast_u64(scalars);
+  r.applied = scalars[0];
+  r.rejected = scalars[1];
+  r.discarded = scalars[2];
+  r.max_staleness = scalars[3];
+  r.grad_bits = scalars[4];
+  r.pushes = scalars[5];
+  r.sent = scalars[6];
+  bcast_u64(r.staleness_hist);
+  bcast_u64(r.rejected_hist);
+  bcast_u64(r.applied_per_worker);
+  std::vector<std::uint64_t> st(r.staleness.begin(), r.staleness.end());
+  bcast_u64(st);
+  r.staleness.assign(st.begin(), st.end());
+  MPI_Bcast(x.data(), static_cast<int>(x.size()), MPI_DOUBLE, server, comm);
+  // The trace: iteration and bits as integers, the three measures as doubles.
+  std::vector<std::uint64_t> it;
+  std::vector<double> vals;
+  for (const TracePoint& tp : r.trace) {
+    it.push_back(tp.iteration);
+    it.push_back(tp.bits);
+    vals.insert(vals.end(), {tp.suboptimality, tp.loss, tp.grad_norm2});
+  }
+  bcast_u64(it);
+  vals.resize(it.size() / 2 * 3);
+  if (!vals.empty()) MPI_Bcast(vals.data(), static_cast<int>(vals.size()), MPI_DOUBLE, server, comm);
+  r.trace.resize(it.size() / 2);
+  for (std::size_t i = 0; i < r.trace.size(); ++i)
+    r.trace[i] = TracePoint{it[2 * i], vals[3 * i], vals[3 * i + 1], vals[3 * i + 2], it[2 * i + 1]};
+}
+
+}  // namespace
+
+AsyncResult run_async(const Problem& p, const AsyncConfig& cfg, const qsgd::comm::Communicator& comm) {
+  if (comm.is_serial() || comm.size() < 2)
+    throw std::invalid_argument("run_async: needs an MPI communicator of at least 2 ranks (a server and a worker)");
+  if (cfg.window < 1 || cfg.batch < 1 || cfg.eval.every < 1)
+    throw std::invalid_argument("run_async: window, batch and eval.every must be >= 1");
+  const auto t0 = std::chrono::steady_clock::now();
+  qsgd::comm::OwnedComm own(comm);
+  const MPI_Comm c = own.get();
+  const int workers = comm.size() - 1;
+  AsyncResult r;
+  r.workers = workers;
+  Vec x = p.initial_point();
+  MPI_Barrier(c);
+  if (comm.rank() == server)
+    run_server(p, cfg, c, workers, comm, r, x);
+  else
+    run_worker(p, cfg, c, comm.rank(), workers);
+  broadcast(r, x, c);
+  r.x = x;
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MPI_Bcast(&secs, 1, MPI_DOUBLE, server, c);
+  r.seconds = secs;
+  return r;
+}
+
+}  // namespace qsgd::algorithms

@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Runs an MPI program (by default a short qsgd-train job) under Nsight Systems
+# and prints a per-range summary of its NVTX ranges (docs/profiling.md).
+#
+#   profiles/nsys/profile-train.sh [options] [-- COMMAND [ARG...]]
+#
+#   -o, --out DIR       output directory (default ./nsys-profile)
+#   -n, --np N          MPI ranks (default 2); 0 runs COMMAND without a
+#                       launcher (serial programs, or a COMMAND that is
+#                       itself `mpirun ...` / `srun ...`)
+#   -t, --trace LIST    nsys APIs to trace (default nvtx,mpi,osrt; on a GPU
+#                       node cuda,nvtx,mpi,osrt)
+#   --per-rank          one nsys session per rank inside the launcher
+#                       (reports NAME.<rank>): needed across nodes. Default:
+#                       one session around the launcher, one report for all
+#                       ranks of this node
+#   --rank-var VAR      rank variable for --per-rank report names
+#                       (default OMPI_COMM_WORLD_RANK; Slurm: SLURM_PROCID)
+#   --launcher CMD      launcher and its flags, word-split (default: mpirun
+#                       --oversubscribe, plus --allow-run-as-root as root);
+#                       the rank count follows as `-np N` (srun: `-n N`)
+#   --name NAME         report name (default train)
+#   --ref RANGE         range the per-step columns refer to (train/step)
+#   --sampling          CPU IP sampling and context switches on (default off:
+#                       --sample=none --cpuctxsw=none; sampling needs perf
+#                       events, often not allowed in containers, and triples
+#                       the time of a short job here)
+#   --nsys-args ARGS    more `nsys profile` options, word-split
+#   --timeout SEC       stop the profiled job after SEC seconds (default none)
+#   --keep-qdstrm       keep the raw .qdstrm files (tens of MB each)
+#   --build DIR         build tree of the default COMMAND (default
+#                       $QSGD_BUILD_DIR, else build/dev)
+#
+# Without COMMAND: BUILD/benchmarks/qsgd-train with a 5-step MLP job
+# (allgather, 4-bit fixed-width codec; see DEFAULT_TRAIN below).
+# Writes into DIR: NAME*.nsys-rep (open in nsys-ui), NAME*.sqlite,
+# NAME*_nvtxsum.csv (`nsys stats --report nvtxsum`), summary.txt (the table
+# printed at the end), summary.json (the same with provenance), profile.log
+# (nsys' and the program's output).
+# Exit status: the program's (or 1) on failure, 2 usage, 3 nsys missing.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+DEFAULT_TRAIN=(--model mlp --mlp-widths "784,64,10" --dataset teacher --teacher-samples 2048 --batch 32
+  --max-steps 5 --epochs 1 --eval-limit 256 --strategy allgather --codec fixed --bits 4 --quiet)
+
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "profile-train: error: $*" >&2; exit 1; }
+
+out="nsys-profile"
+np=2
+trace=nvtx,mpi,osrt
+per_rank=0
+rank_var=OMPI_COMM_WORLD_RANK
+launcher=""
+name=train
+ref=train/step
+sampling=0
+nsys_extra=""
+timeout_s=""
+keep_qdstrm=0
+build="${QSGD_BUILD_DIR:-$root/build/dev}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -o|--out) out="$2"; shift 2 ;;
+    -n|--np) np="$2"; shift 2 ;;
+    -t|--trace) trace="$2"; shift 2 ;;
+    --per-rank) per_rank=1; shift ;;
+    --rank-var) rank_var="$2"; shift 2 ;;
+    --launcher) launcher="$2"; shift 2 ;;
+    --name) name="$2"; shift 2 ;;
+    --ref) ref="$2"; shift 2 ;;
+    --sampling) sampling=1; shift ;;
+    --nsys-args) nsys_extra="$2"; shift 2 ;;
+    --timeout) timeout_s="$2"; shift 2 ;;
+    --keep-qdstrm) keep_qdstrm=1; shift ;;
+    --build) build="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
+    *) echo "profile-train: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$np" in ''|*[!0-9]*) echo "profile-train: --np needs a number" >&2; exit 2 ;; esac
+case "$name" in ''|*[!A-Za-z0-9_.-]*) echo "profile-train: --name: letters, digits, . _ - only" >&2; exit 2 ;; esac
+if [ "$per_rank" = 1 ] && [ "$np" = 0 ]; then
+  echo "profile-train: --per-rank needs --np N > 0" >&2; exit 2
+fi
+
+if [ $# -gt 0 ]; then
+  cmd=("$@")
+else
+  [ -x "$build/benchmarks/qsgd-train" ] ||
+    die "no $build/benchmarks/qsgd-train: build it (cmake --preset dev && cmake --build --preset dev), pass --build DIR, or give a COMMAND after --"
+  cmd=("$build/benchmarks/qsgd-train" "${DEFAULT_TRAIN[@]}")
+fi
+
+# ---- tools ------------------------------------------------------------------
+nsys="${NSYS:-$(command -v nsys || true)}"
+if [ -z "$nsys" ] || [ ! -x "$nsys" ]; then
+  cat >&2 <<'EOF'
+profile-train: error: nsys (NVIDIA Nsight Systems) was not found.
+  Debian 12: cmake/install-deps.sh --nsys   (adds Debian's non-free component and
+             installs the package `nsight-systems`, 2022.4)
+  or by hand: cmake/debian-sources.sh --non-free && apt-get install nsight-systems
+  Elsewhere: install Nsight Systems from NVIDIA (or `module load nsight-systems`)
+  and put nsys on PATH, or set NSYS=/path/to/nsys.
+EOF
+  exit 3
+fi
+python="${PYTHON:-/usr/bin/python3}"
+[ -x "$python" ] || python="$(command -v python3 || true)"
+[ -n "$python" ] || die "python3 is needed for the summary (profiles/nsys/nvtx_summary.py)"
+
+# Debian's Nsight Systems 2022.4 leaves a .qdstrm: nsys looks for its importer
+# beside itself, Debian installs it elsewhere (not on PATH). The importer turns
+# it into the .nsys-rep that `nsys stats` reads.
+find_importer() {
+  local c real
+  real="$(readlink -f "$nsys")"
+  # NVIDIA's layout: host-linux-x64/ beside target-linux-x64/ (or bin/);
+  # Debian's: /usr/lib/nsight-systems/host-linux-x64, nsys elsewhere.
+  for c in "${NSYS_QDSTRM_IMPORTER:-}" \
+           "$(dirname "$real")/../host-linux-x64/QdstrmImporter" \
+           /usr/lib/nsight-systems/host-linux-x64/QdstrmImporter; do
+    if [ -n "$c" ] && [ -x "$c" ]; then readlink -f "$c"; return 0; fi
+  done
+  return 1
+}
+
+mpi_impl=""
+if [ "$np" != 0 ]; then
+  if [ -z "$launcher" ]; then
+    launcher="mpirun --oversubscribe"
+    if [ "$(id -u)" = 0 ]; then launcher+=" --allow-run-as-root"; fi
+  fi
+  read -r -a launch <<< "$launcher"
+  command -v "${launch[0]}" > /dev/null || die "launcher '${launch[0]}' not found (--launcher)"
+  if [ "$(basename "${launch[0]}")" = srun ]; then launch+=(-n "$np"); else launch+=(-np "$np"); fi
+  if [[ ",$trace," == *,mpi,* ]]; then
+    v="$("${launch[0]}" --version 2>&1 || true)"
+    case "$v" in
+      *"Open MPI"*|*OpenRTE*) mpi_impl=openmpi ;;
+      *MPICH*|*HYDRA*|*"Intel(R) MPI"*) mpi_impl=mpich ;;
+    esac
+  fi
+fi
+
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+# Reports of an earlier run with this name would be merged into the summary.
+rm -f "$out/$name".qdstrm "$out/$name".nsys-rep "$out/$name".sqlite "$out/$name"_nvtxsum.csv \
+      "$out/$name".*.qdstrm "$out/$name".*.nsys-rep "$out/$name".*.sqlite "$out/$name".*_nvtxsum.csv \
+      "$out/summary.txt" "$out/summary.json"
+
+session="qsgd-$$-$name"
+nsys_opts=(profile "--trace=$trace" --force-overwrite=true)
+if [ "$sampling" = 0 ]; then nsys_opts+=(--sample=none --cpuctxsw=none); fi
+if [ -n "$mpi_impl" ]; then nsys_opts+=("--mpi-impl=$mpi_impl"); fi
+if [ -n "$nsys_extra" ]; then read -r -a extra <<< "$nsys_extra"; nsys_opts+=("${extra[@]}"); fi
+
+if [ "$np" = 0 ]; then
+  run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${cmd[@]}")
+elif [ "$per_rank" = 0 ]; then
+  run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${launch[@]}" "${cmd[@]}")
+else
+  run=("${launch[@]}" "$nsys" "${nsys_opts[@]}" "--session-new=$session-%q{$rank_var}"
+       -o "$out/$name.%q{$rank_var}" "${cmd[@]}")
+fi
+if [ -n "$timeout_s" ]; then run=(timeout -k 20 "$timeout_s" "${run[@]}"); fi
+
+# Stops what a timed-out or interrupted run left: nsys' agents run in their
+# own sessions, outside the launcher's process group, and a stuck one does not
+# answer `nsys shutdown`; the agent is then ended by its PID (the process
+# whose arguments hold this run's own session name), and its launchers follow.
+stop_sessions() {
+  local s=("$session") r p
+  if [ "$per_rank" = 1 ]; then
+    s=()
+    for ((r = 0; r < np; r++)); do s+=("$session-$r"); done
+  fi
+  for r in "${s[@]}"; do
+    "$nsys" shutdown --kill=sigkill "--session=$r" > /dev/null 2>&1 || true
+    for p in /proc/[0-9]*; do
+      if tr '\0' '\n' < "$p/cmdline" 2> /dev/null | grep -Fxq -- "--session-name=$r"; then
+        kill "${p#/proc/}" 2> /dev/null || true
+      fi
+    done
+  done
+}
+# nsys keeps its temporary files (the raw stream, status files) in TMPDIR
+# and leaves some behind when a session fails: give this run its own (short:
+# Open MPI puts its sockets there too) and remove it at the end.
+tmp="$(mktemp -d /tmp/qsgd-nsys.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+trap 'stop_sessions; exit 130' INT TERM
+
+# A command line as text, quoting only words that need it.
+show() {
+  local w line=""
+  for w in "$@"; do
+    if [[ "$w" =~ ^[][A-Za-z0-9_./,:=%{}@+-]+$ ]]; then line+="$w "; else line+="$(printf '%q' "$w") "; fi
+  done
+  echo "${line% }"
+}
+
+log="$out/profile.log"
+echo "profile-train: $(show "${run[@]}")" | tee "$log"
+start=$SECONDS
+set +e
+TMPDIR="$tmp" "${run[@]}" 2>&1 | tee -a "$log"
+rc=${PIPESTATUS[0]}
+set -e
+elapsed=$((SECONDS - start))
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+  stop_sessions
+  die "the profiled job ran past --timeout $timeout_s s and was stopped (log: $log)"
+fi
+[ "$rc" = 0 ] || echo "profile-train: warning: the profiled job exited with status $rc (log: $log)" >&2
+
+# ---- .qdstrm -> .nsys-rep -> nvtxsum CSV -----------------------------------
+shopt -s nullglob
+for q in "$out/$name".qdstrm "$out/$name".*.qdstrm; do
+  [ -e "$q" ] || continue
+  rep="${q%.qdstrm}.nsys-rep"
+  if [ ! -e "$rep" ]; then
+    importer="$(find_importer)" ||
+      die "$q needs QdstrmImporter (host-linux-x64/ of the Nsight Systems install); set NSYS_QDSTRM_IMPORTER=/path/to/it"
+    "$importer" -i "$q" > "$q.import.log" 2>&1 || { tail -n 5 "$q.import.log" >&2; die "QdstrmImporter failed on $q"; }
+    rm -f "$q.import.log"
+    [ -e "$rep" ] || die "QdstrmImporter did not write $rep"
+  fi
+  if [ "$keep_qdstrm" = 0 ]; then rm -f "$q"; fi
+done
+reports=()
+for rep in "$out/$name".nsys-rep "$out/$name".*.nsys-rep; do
+  if [ -e "$rep" ]; then reports+=("$rep"); fi
+done
+[ "${#reports[@]}" -gt 0 ] || die "nsys wrote no report into $out (log: $log)"
+if [ "$per_rank" = 1 ] && [ "${#reports[@]}" -ne "$np" ]; then
+  echo "profile-train: warning: ${#reports[@]} reports for $np ranks (log: $log)" >&2
+fi
+csvs=()
+for rep in "${reports[@]}"; do
+  base="${rep%.nsys-rep}"
+  "$nsys" stats --report nvtxsum --format csv --force-export=true --force-overwrite=true -o "$base" "$rep" \
+    > "$base.stats.log" 2>&1 || { tail -n 5 "$base.stats.log" >&2; die "nsys stats failed on $rep"; }
+  if [ ! -s "${base}_nvtxsum.csv" ]; then
+    die "no NVTX ranges in $rep: was the program built with NVTX3 headers? (CMake prints 'NVTX ranges: on'; see docs/profiling.md)"
+  fi
+  rm -f "$base.stats.log"
+  csvs+=("${base}_nvtxsum.csv")
+done
+
+# ---- summary ---------------------------------------------------------------
+json_str() { "$python" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }
+git_hash="$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+meta="{\"command\": $(json_str "$(show "${run[@]}")"), \"trace\": $(json_str "$trace"),
+  \"nsys_version\": $(json_str "$("$nsys" --version 2>/dev/null | head -n 1)"), \"ranks\": $np,
+  \"per_rank\": $([ "$per_rank" = 1 ] && echo true || echo false), \"host\": $(json_str "$(hostname)"),
+  \"date\": $(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)"), \"git_hash\": $(json_str "$git_hash"),
+  \"exit_status\": $rc, \"wall_s\": $elapsed}"
+{
+  echo "# $(show "${cmd[@]}")"
+  if [ "$np" = 0 ]; then how="no launcher"; else how="$np ranks"; fi
+  if [ "$per_rank" = 1 ]; then how+=", one report per rank"; fi
+  echo "# nsys --trace=$trace, $how, ${elapsed} s under nsys"
+  "$python" "$here/nvtx_summary.py" summary --ref "$ref" --json "$out/summary.json" --meta "$meta" "${csvs[@]}"
+} | tee "$out/summary.txt"
+echo "profile-train: reports and summary in $out"
+exit "$rc"
