@@ -115,6 +115,10 @@ agent="$workdir/rsh-agent"
 } > "$agent"
 chmod +x "$agent"
 
+# rtc/hwloc shares the topology through shared memory between daemons on
+# one host; it crashed orted intermittently here (segfault in
+# hwloc_shmem_topology_write). No binding either: every namespace looks like
+# a whole node to its daemon, which would pin every rank to core 0.
 export PMIX_MCA_ptl_tcp_remote_connections=1
 export PMIX_MCA_ptl_tcp_if_include="$bridge"
 export QSGD_NETLAB_RATE="$rate"
@@ -122,7 +126,7 @@ echo "netlab: $nodes node(s) on ${subnet}.0/24, links $rate, $rpn rank(s) per no
 set +e
 mpirun --allow-run-as-root --oversubscribe \
   -np $((nodes * rpn)) --hostfile "$hostfile" --map-by "ppr:${rpn}:node" \
-  --mca plm_rsh_agent "$agent" \
+  --mca plm_rsh_agent "$agent" --mca rtc ^hwloc --bind-to none \
   --mca btl tcp,self --mca btl_tcp_if_include "${subnet}.0/24" \
   --mca oob_tcp_if_include "${subnet}.0/24" \
   -x QSGD_NETLAB_RATE -x PATH \
