@@ -77,7 +77,7 @@ class Codec {
       MessageHeader h = make_header(cfg_, n, QuantizerKind::stochastic);
       h.d = d;
       const MessageLayout lay = finish_layout(h, out);
-      copy_scales(lay, out, n, d);
+      copy_scales_from(lay, out, q_);
       using VV = const_values_view;
       using SV = Kokkos::View<float*, memory_space>;
       detail::StochasticSource<VV, SV> src{v, q_.scales, cfg_.s, make_stream_key(key)};
@@ -223,10 +223,6 @@ class Codec {
 
   static words_view payload_of(const MessageLayout& lay, const words_view& out) {
     return Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, lay.payload_word + lay.payload_words));
-  }
-
-  void copy_scales(const MessageLayout& lay, const words_view& out, std::uint64_t, std::uint32_t) {
-    copy_scales_from(lay, out, q_);
   }
 
   void copy_scales_from(const MessageLayout& lay, const words_view& out, const quantized_type& q) {
