@@ -432,9 +432,7 @@ int run_program(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run_program(argc, argv);
-  } catch (const qsgd::Error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // qsgd::Error included
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
   }
   return 1;
