@@ -8,6 +8,8 @@
 // median, min and p99 over the iterations (raw samples in the JSON file).
 // Derived columns (docs/exchange.md has the definitions):
 //   algbw      = 4 n / median time                     (fp32 bytes averaged per second)
+//   busbw      = algbw x 2(K-1)/K for the allreduce rows (nccl-tests' bus
+//                bandwidth: what each rank's link carries), '-' elsewhere
 //   wire B     = bytes received per rank per operation, bandwidth-optimal schedule,
 //                mean over iterations, maximum over ranks (the bottleneck rank)
 //   bits/dim   = 8 x bytes of a rank's first-stage messages / n, mean over ranks and iterations
@@ -17,7 +19,13 @@
 //                over ranks of each phase (they need not add up to the time); a
 //                '*' marks rows whose fixed-width encoder quantizes on the fly
 //                (that quantization is inside enc)
-//   x allreduce = median time / median time of fp32 MPI_Allreduce, same size and ranks
+//   x ideal    = median time / (wire B / link ceiling): 1 means the row moves its
+//                bytes at the link's rate; the honest-baseline target is <= 1.15
+//                for the fp32 and 16-bit allreduce rows
+//   wait       = median over iterations of the max over ranks of the time blocked
+//                in MPI waits (exposed communication)
+//   x allreduce = median time / median time of the fastest fp32 allreduce row
+//                (any transport) of the same size, same run
 // After the timed loop (outside it) every row checks that all ranks hold the
 // same bits and reports ||out - avg||^2 / ||avg||^2 against the exact average.
 //
@@ -25,6 +33,7 @@
 //          [--strategies allreduce,allreduce16,allgather,param-server,scatter-reduce]
 //          [--codecs fixed,elias-dense] [--levels 16] [--bucket 512] [--norm max]
 //          [--half bf16] [--input gaussian] [--seed 1] [-o FILE.json] [--no-check]
+//          [--transports ring,library] [--segment 4M] [--window 8]
 
 #include <mpi.h>
 
@@ -52,7 +61,9 @@ using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
 using qsgd::comm::StrategyKind;
 
-constexpr const char* schema = "qsgd.bench.exchange/1";
+using qsgd::comm::Transport;
+
+constexpr const char* schema = "qsgd.bench.exchange/2";
 
 struct Options {
   std::uint64_t min_bytes = std::uint64_t(4) << 20, max_bytes = std::uint64_t(64) << 20;
@@ -68,6 +79,9 @@ struct Options {
   std::uint64_t seed = 1;
   std::string json;
   bool check = true;
+  std::vector<Transport> transports = {Transport::ring, Transport::library};
+  std::uint64_t segment = qsgd::comm::ExchangeConfig{}.segment_bytes;
+  std::uint32_t window = qsgd::comm::ExchangeConfig{}.window;
 };
 
 [[noreturn]] void usage(int code) {
@@ -87,7 +101,11 @@ struct Options {
                "  --input NAME         gaussian, student-t3, sparse90, layered (default gaussian)\n"
                "  --seed N             input seed; rank r uses seed + r (default 1)\n"
                "  -o, --json FILE      write the results as JSON\n"
-               "  --no-check           skip the identical-bits and error check\n");
+               "  --no-check           skip the identical-bits and error check\n"
+               "  --transports LIST    ring,library (default both: every strategy with a ring\n"
+               "                       schedule runs once per transport)\n"
+               "  --segment B          ring pipeline segment (default 4M)\n"
+               "  --window N           ring receives in flight (default 8)\n");
   std::exit(code);
 }
 
@@ -157,18 +175,28 @@ Options parse(int argc, char** argv) {
       o.json = value();
     else if (a == "--no-check")
       o.check = false;
+    else if (a == "--transports") {
+      o.transports.clear();
+      for (const auto& t : split(value())) o.transports.push_back(qsgd::comm::parse_transport(t));
+    } else if (a == "--segment")
+      o.segment = parse_bytes(value());
+    else if (a == "--window")
+      o.window = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
     else
       usage(2);
   }
+  if (o.transports.empty() || o.segment == 0 || o.window == 0) usage(2);
   if (o.factor < 2 || o.iters < 1 || o.warmup < 0 || o.min_bytes < 4 || o.max_bytes < o.min_bytes) usage(2);
   if (o.half != qsgd::CodecKind::bf16 && o.half != qsgd::CodecKind::fp16) usage(2);
   return o;
 }
 
-// The ratio column needs the fp32 baseline: it always runs first.
+// The ratio column needs the fp32 baselines: they always run first, once per
+// transport.
 struct Variant {
   StrategyKind strategy;
   qsgd::CodecConfig codec;
+  Transport transport = Transport::ring;
 };
 
 std::vector<Variant> variants(const Options& o) {
@@ -178,19 +206,24 @@ std::vector<Variant> variants(const Options& o) {
   base.d = o.d;
   base.norm = o.norm;
   base.codec = qsgd::CodecKind::fp32;
-  v.push_back({StrategyKind::allreduce, base});
+  for (Transport t : o.transports) v.push_back({StrategyKind::allreduce, base, t});
   for (StrategyKind k : o.strategies) {
     if (k == StrategyKind::allreduce) continue;
-    if (k == StrategyKind::allreduce16) {
-      qsgd::CodecConfig c = base;
-      c.codec = o.half;
-      v.push_back({k, c});
-      continue;
-    }
-    for (qsgd::CodecKind ck : o.codecs) {
-      qsgd::CodecConfig c = base;
-      c.codec = ck;
-      v.push_back({k, c});
+    // param-server has no ring schedule: it runs once, on the library's collectives.
+    std::vector<Transport> ts = o.transports;
+    if (k == StrategyKind::param_server) ts = {Transport::library};
+    for (Transport t : ts) {
+      if (k == StrategyKind::allreduce16) {
+        qsgd::CodecConfig c = base;
+        c.codec = o.half;
+        v.push_back({k, c, t});
+        continue;
+      }
+      for (qsgd::CodecKind ck : o.codecs) {
+        qsgd::CodecConfig c = base;
+        c.codec = ck;
+        v.push_back({k, c, t});
+      }
     }
   }
   return v;
@@ -223,7 +256,7 @@ struct Row {
   std::uint64_t n = 0;
   std::vector<double> samples;  // per iteration, max over ranks
   double median = 0, min = 0, p99 = 0;
-  double quantize = 0, encode = 0, comm = 0, decode = 0;
+  double quantize = 0, encode = 0, requantize = 0, comm = 0, blocked = 0, decode = 0;
   bool fused = false;
   double wire_bytes = 0, bits_per_dim = 0, requant_bits_per_dim = 0;
   double ratio = 0;
@@ -336,12 +369,15 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   cfg.strategy = v.strategy;
   cfg.codec = v.codec;
   cfg.seed = o.seed;
+  cfg.transport = v.transport;
+  cfg.segment_bytes = o.segment;
+  cfg.window = o.window;
   auto ex = qsgd::comm::make_exchange(cfg, comm);
   const std::uint64_t n = in.extent(0);
   Kokkos::View<float*, Mem> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "out"), n);
   for (int i = 0; i < o.warmup; ++i) ex->average(in, out, 0, static_cast<std::uint64_t>(i));
   const int T = o.iters;
-  std::vector<double> t(T), q(T), e(T), c(T), d(T);
+  std::vector<double> t(T), q(T), e(T), rq(T), c(T), b(T), d(T);
   double wire = 0, enc_bytes = 0, req_bytes = 0;
   bool fused = false;
   for (int i = 0; i < T; ++i) {
@@ -353,7 +389,9 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
     const auto& st = ex->last_stats();
     q[i] = st.quantize_s;
     e[i] = st.encode_s;
+    rq[i] = st.requantize_s;
     c[i] = st.comm_s;
+    b[i] = st.blocked_s;
     d[i] = st.decode_s;
     wire += static_cast<double>(st.wire_bytes);
     enc_bytes += static_cast<double>(st.encoded_bytes);
@@ -369,7 +407,9 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   row.p99 = percentile(row.samples, 0.99);
   row.quantize = median_of(max_over_ranks(q));
   row.encode = median_of(max_over_ranks(e));
+  row.requantize = median_of(max_over_ranks(rq));
   row.comm = median_of(max_over_ranks(c));
+  row.blocked = median_of(max_over_ranks(b));
   row.decode = median_of(max_over_ranks(d));
   row.fused = fused;
   row.wire_bytes = max_over_ranks(wire / T);
@@ -392,28 +432,51 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   return row;
 }
 
-void print_header(int ranks) {
-  std::printf(
-      "# ranks %d; time: per-iteration max over ranks; algbw = 4n/median; wire B: received per rank "
-      "(max over ranks)\n",
-      ranks);
-  std::printf("#%12s %10s  %-15s %-12s %-20s %8s %12s %10s %10s %10s %8s %8s %8s %8s %8s %9s %5s %9s\n", "size(B)",
-              "count", "strategy", "codec", "levels", "bits/dim", "wire B", "med(ms)", "min(ms)", "p99(ms)", "algbw",
-              "quant", "enc", "comm", "dec", "x allred", "same", "rel.err");
+bool is_allreduce(StrategyKind k) { return k == StrategyKind::allreduce || k == StrategyKind::allreduce16; }
+
+// nccl-tests' bus bandwidth of an allreduce: algbw x 2(K-1)/K.
+double busbw(const Row& r, int ranks) {
+  return is_allreduce(r.v.strategy) ? 4.0 * r.n / r.median / 1e9 * 2.0 * (ranks - 1) / ranks : NAN;
 }
 
-void print_row(const Row& r) {
+// Median time over the time the row's wire bytes take at the link ceiling.
+double x_ideal(const Row& r, int ranks, double ceiling) {
+  return ranks > 1 && ceiling > 0 && r.wire_bytes > 0 ? r.median / (r.wire_bytes / (ceiling * 1e9)) : NAN;
+}
+
+void print_header(int ranks) {
+  std::printf(
+      "# ranks %d; time: per-iteration max over ranks; algbw = 4n/median; busbw = algbw x 2(K-1)/K (allreduce "
+      "rows); x ideal = median / (wire B / link ceiling); wait = blocked in MPI waits\n",
+      ranks);
+  std::printf("#%12s %10s  %-15s %-7s %-12s %-20s %8s %12s %10s %10s %10s %8s %8s %7s %8s %8s %8s %8s %8s %9s %5s %9s\n",
+              "size(B)", "count", "strategy", "transp", "codec", "levels", "bits/dim", "wire B", "med(ms)", "min(ms)",
+              "p99(ms)", "algbw", "busbw", "x ideal", "quant", "enc", "requant", "wait", "dec", "x allred", "same",
+              "rel.err");
+}
+
+void print_row(const Row& r, int ranks, double ceiling) {
   auto ms = [](double s) { return s * 1e3; };
   // '*': (some of) the quantization runs fused into the fixed-width encoder and is timed as enc.
-  char quant[16];
+  char quant[16], bus[16], ideal[16];
   std::snprintf(quant, sizeof quant, r.fused ? "%7.2f*" : "%8.2f", ms(r.quantize));
+  const double bb = busbw(r, ranks), xi = x_ideal(r, ranks, ceiling);
+  if (std::isfinite(bb))
+    std::snprintf(bus, sizeof bus, "%8.3f", bb);
+  else
+    std::snprintf(bus, sizeof bus, "%8s", "-");
+  if (std::isfinite(xi))
+    std::snprintf(ideal, sizeof ideal, "%7.2f", xi);
+  else
+    std::snprintf(ideal, sizeof ideal, "%7s", "-");
   std::printf(
-      " %12llu %10llu  %-15s %-12s %-20s %8.3f %12.0f %10.2f %10.2f %10.2f %8.3f %s %8.2f %8.2f %8.2f %9.3f %5s "
-      "%9.2e\n",
+      " %12llu %10llu  %-15s %-7s %-12s %-20s %8.3f %12.0f %10.2f %10.2f %10.2f %8.3f %s %s %s %8.2f %8.2f %8.2f "
+      "%8.2f %9.3f %5s %9.2e\n",
       static_cast<unsigned long long>(r.n * 4), static_cast<unsigned long long>(r.n),
-      qsgd::comm::to_string(r.v.strategy).c_str(), codec_label(r.v).c_str(), naming(r.v).c_str(), r.bits_per_dim,
-      r.wire_bytes, ms(r.median), ms(r.min), ms(r.p99), 4.0 * r.n / r.median / 1e9, quant, ms(r.encode), ms(r.comm),
-      ms(r.decode), r.ratio, r.rel_err < 0 ? "-" : (r.identical ? "yes" : "NO"), r.rel_err < 0 ? 0.0 : r.rel_err);
+      qsgd::comm::to_string(r.v.strategy).c_str(), qsgd::comm::to_string(r.v.transport).c_str(),
+      codec_label(r.v).c_str(), naming(r.v).c_str(), r.bits_per_dim, r.wire_bytes, ms(r.median), ms(r.min), ms(r.p99),
+      4.0 * r.n / r.median / 1e9, bus, ideal, quant, ms(r.encode), ms(r.requantize), ms(r.blocked), ms(r.decode),
+      r.ratio, r.rel_err < 0 ? "-" : (r.identical ? "yes" : "NO"), r.rel_err < 0 ? 0.0 : r.rel_err);
   std::fflush(stdout);
 }
 
@@ -427,7 +490,8 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
      << ",\n    \"hosts\": [";
   for (std::size_t i = 0; i < hosts.size(); ++i) os << (i ? ", " : "") << json_string(hosts[i]);
   os << "],\n    \"date\": " << json_string(utc_now()) << "\n  },\n";
-  os << "  \"parameters\": {\"warmup\": " << o.warmup << ", \"iters\": " << o.iters << ", \"s\": " << o.s
+  os << "  \"parameters\": {\"warmup\": " << o.warmup << ", \"iters\": " << o.iters
+     << ", \"segment_bytes\": " << o.segment << ", \"window\": " << o.window << ", \"s\": " << o.s
      << ", \"d\": " << o.d << ", \"norm\": " << json_string(qsgd::to_string(o.norm))
      << ", \"input\": " << json_string(qsgd::bench::to_string(o.input))
      << ", \"input_description\": " << json_string(qsgd::bench::describe(o.input)) << ", \"seed\": " << o.seed
@@ -439,6 +503,7 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
     const Row& r = rows[i];
     const double algbw = 4.0 * r.n / r.median / 1e9, wirebw = r.wire_bytes / r.median / 1e9;
     os << (i ? ",\n" : "\n") << "    {\"strategy\": " << json_string(qsgd::comm::to_string(r.v.strategy))
+       << ", \"transport\": " << json_string(qsgd::comm::to_string(r.v.transport))
        << ", \"codec\": " << json_string(codec_label(r.v)) << ", \"levels\": " << json_string(naming(r.v))
        << ", \"s\": " << (qsgd::is_quantized(r.v.codec.codec) ? r.v.codec.s : 0)
        << ", \"d\": " << (qsgd::is_quantized(r.v.codec.codec) ? r.v.codec.d : 0)
@@ -446,13 +511,16 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
        << ", \"ranks\": " << ranks << ", \"count\": " << r.n << ", \"bytes\": " << r.n * 4
        << ", \"time_median_s\": " << json_number(r.median) << ", \"time_min_s\": " << json_number(r.min)
        << ", \"time_p99_s\": " << json_number(r.p99) << ", \"algbw_GBps\": " << json_number(algbw)
+       << ", \"busbw_GBps\": " << json_number(busbw(r, ranks))
+       << ", \"time_over_ideal\": " << json_number(x_ideal(r, ranks, ceiling))
        << ", \"wire_bytes_per_rank\": " << json_number(r.wire_bytes) << ", \"wire_GBps\": " << json_number(wirebw)
        << ", \"wire_fraction_of_ceiling\": " << json_number(ranks > 1 && ceiling > 0 ? wirebw / ceiling : NAN)
        << ", \"bits_per_dim\": " << json_number(r.bits_per_dim)
        << ", \"requantized_bits_per_dim\": " << json_number(r.requant_bits_per_dim)
        << ", \"quantize_s\": " << json_number(r.quantize)
        << ", \"quantize_fused_into_encode\": " << (r.fused ? "true" : "false")
-       << ", \"encode_s\": " << json_number(r.encode) << ", \"comm_s\": " << json_number(r.comm)
+       << ", \"encode_s\": " << json_number(r.encode) << ", \"requantize_s\": " << json_number(r.requantize)
+       << ", \"comm_s\": " << json_number(r.comm) << ", \"blocked_s\": " << json_number(r.blocked)
        << ", \"decode_s\": " << json_number(r.decode) << ", \"ratio_to_allreduce\": " << json_number(r.ratio)
        << ", \"identical_on_all_ranks\": " << (r.rel_err < 0 ? "null" : (r.identical ? "true" : "false"))
        << ", \"rel_error\": " << json_number(r.rel_err < 0 ? NAN : r.rel_err) << ", \"samples_s\": [";
@@ -494,12 +562,12 @@ int main(int argc, char** argv) {
         MPI_Allreduce(MPI_IN_PLACE, avg.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         for (double& x : avg) x /= K;
       }
-      double base = 0;
+      double base = 0;  // the fastest fp32 allreduce of this size
       for (const Variant& v : variants(o)) {
         Row r = measure(o, comm, v, in, avg);
-        if (v.strategy == StrategyKind::allreduce) base = r.median;
+        if (v.strategy == StrategyKind::allreduce) base = base > 0 ? std::min(base, r.median) : r.median;
         r.ratio = r.median / base;
-        if (me == 0) print_row(r);
+        if (me == 0) print_row(r, K, ceiling);
         if (o.check && !r.identical) status = 1;
         rows.push_back(r);
       }

@@ -9,7 +9,8 @@
 #
 # The program runs under `mpirun -np K*R` with the TCP transport restricted to
 # the bridge subnet. Needs root (ip netns, tc). Environment for the ranks:
-# QSGD_NETLAB_RATE carries the rate.
+# QSGD_NETLAB_RATE (the rate), QSGD_NETLAB_MASTER (first node's address) and
+# QSGD_NETLAB_IFACE (qsgd0, every node's interface), e.g. for gloo rendezvous.
 #
 # Shaping: tbf on both ends of each veth pair (node egress and bridge egress),
 # so every node has a full-duplex link of the given rate to the switch.
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --ranks-per-node) rpn="$2"; shift 2 ;;
     --subnet) subnet="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "netlab: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -122,6 +123,8 @@ chmod +x "$agent"
 export PMIX_MCA_ptl_tcp_remote_connections=1
 export PMIX_MCA_ptl_tcp_if_include="$bridge"
 export QSGD_NETLAB_RATE="$rate"
+export QSGD_NETLAB_MASTER="${subnet}.10"
+export QSGD_NETLAB_IFACE=qsgd0
 echo "netlab: $nodes node(s) on ${subnet}.0/24, links $rate, $rpn rank(s) per node" >&2
 set +e
 mpirun --allow-run-as-root --oversubscribe \
@@ -129,7 +132,7 @@ mpirun --allow-run-as-root --oversubscribe \
   --mca plm_rsh_agent "$agent" --mca rtc ^hwloc --bind-to none \
   --mca btl tcp,self --mca btl_tcp_if_include "${subnet}.0/24" \
   --mca oob_tcp_if_include "${subnet}.0/24" \
-  -x QSGD_NETLAB_RATE -x PATH \
+  -x QSGD_NETLAB_RATE -x QSGD_NETLAB_MASTER -x QSGD_NETLAB_IFACE -x PATH \
   "$@"
 status=$?
 set -e

@@ -2,6 +2,8 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <sys/stat.h>
@@ -92,9 +94,11 @@ const DoubleField step_fields[] = {
     {"backward", "s", "backward pass (compute only)", &StepRecord::backward},
     {"quantize", "s", "stochastic quantization of gradients", &StepRecord::quantize},
     {"encode", "s", "encoding into messages", &StepRecord::encode},
-    {"exchange_exposed", "s", "time the step waited for communication", &StepRecord::exchange_exposed},
-    {"exchange_overlapped", "s", "communication time hidden behind compute", &StepRecord::exchange_overlapped},
-    {"decode", "s", "decoding and accumulation of received messages", &StepRecord::decode},
+    {"requantize", "s", "second-stage quantization and encoding (server, chunk owner)", &StepRecord::requantize},
+    {"comm_exposed", "s", "time blocked in MPI waits: communication the step waited for", &StepRecord::comm_exposed},
+    {"comm_hidden", "s", "network busy while the rank did other work: union of network intervals - comm_exposed",
+     &StepRecord::comm_hidden},
+    {"decode", "s", "decoding, accumulation and ring additions of received data", &StepRecord::decode},
     {"update", "s", "optimizer update", &StepRecord::update},
     {"step_time", "s", "wall time of the whole step", &StepRecord::step_time},
     {"bits_per_dim", "bit", "wire bits per gradient element", &StepRecord::bits_per_dim},
@@ -129,11 +133,78 @@ void TraceWriter::add_step(const std::vector<StepRecord>& per_rank) {
 }
 
 void TraceWriter::add_epoch(const EpochRecord& e) { epochs_.push_back(e); }
+void TraceWriter::add_eval(const EvalRecord& e) { evals_.push_back(e); }
 
 void TraceWriter::truncate(std::int64_t steps_done, std::int32_t epochs_done) {
   while (!steps_.empty() && steps_.back().front().step >= steps_done) steps_.pop_back();
   while (!epochs_.empty() && epochs_.back().epoch >= epochs_done) epochs_.pop_back();
+  while (!evals_.empty() && evals_.back().step > steps_done) evals_.pop_back();
 }
+
+namespace {
+
+// /buckets: [step, rank, bucket] times, NaN where a step had fewer buckets.
+void write_buckets(hid_t file, const std::vector<std::vector<StepRecord>>& steps, hsize_t ranks) {
+  Handle g(H5Gcreate2(file, "buckets", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "group buckets");
+  write_string_attr(g.id, "layout", "datasets are [step row, rank, bucket] in seconds since the step began");
+  hsize_t nb = 0;
+  for (const auto& row : steps)
+    for (const auto& r : row) nb = std::max<hsize_t>(nb, static_cast<hsize_t>(std::min(r.buckets, max_buckets)));
+  const hsize_t rows = steps.size();
+  const hsize_t dims[3] = {rows, ranks, nb};
+  struct Field {
+    const char* name;
+    double (StepRecord::*member)[max_buckets];
+    const char* description;
+  };
+  const Field fields[] = {
+      {"start", &StepRecord::bucket_start, "the bucket's exchange started (all its gradients were in)"},
+      {"posted", &StepRecord::bucket_posted, "its first bytes were posted to the network"},
+      {"done", &StepRecord::bucket_done, "completion of its last network phase was observed"},
+  };
+  std::vector<double> buf(rows * ranks * nb);
+  for (const Field& f : fields) {
+    for (hsize_t i = 0; i < rows; ++i)
+      for (hsize_t r = 0; r < ranks; ++r)
+        for (hsize_t b = 0; b < nb; ++b) {
+          const StepRecord& rec = steps[i][r];
+          buf[(i * ranks + r) * nb + b] = static_cast<int>(b) < rec.buckets ? (rec.*(f.member))[b] : NAN;
+        }
+    Handle space(H5Screate_simple(3, dims, nullptr), H5Sclose, std::string("dataspace buckets/") + f.name);
+    Handle d(H5Dcreate2(g.id, f.name, H5T_NATIVE_DOUBLE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+             std::string("dataset buckets/") + f.name);
+    if (!buf.empty() && H5Dwrite(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+      fail(std::string("writing buckets/") + f.name);
+    write_string_attr(d.id, "units", "s");
+    write_string_attr(d.id, "description", f.description);
+  }
+  std::vector<std::int32_t> counts(rows * ranks);
+  for (hsize_t i = 0; i < rows; ++i)
+    for (hsize_t r = 0; r < ranks; ++r) counts[i * ranks + r] = steps[i][r].buckets;
+  write_dataset(g.id, "count", counts, rows, ranks, "1", "buckets exchanged in the step (times kept for 32)");
+}
+
+void write_evals(hid_t file, const std::vector<EvalRecord>& evals) {
+  Handle g(H5Gcreate2(file, "evals", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "group evals");
+  const hsize_t n = evals.size();
+  std::vector<std::int64_t> step(n);
+  std::vector<std::int32_t> epoch(n);
+  std::vector<double> tt(n), loss(n), acc(n);
+  for (hsize_t i = 0; i < n; ++i) {
+    step[i] = evals[i].step;
+    epoch[i] = evals[i].epoch;
+    tt[i] = evals[i].train_time;
+    loss[i] = evals[i].test_loss;
+    acc[i] = evals[i].test_accuracy;
+  }
+  write_dataset(g.id, "step", step, n, 0, "1", "global steps done at the evaluation");
+  write_dataset(g.id, "epoch", epoch, n, 0, "1", "epoch of the evaluation");
+  write_dataset(g.id, "train_time", tt, n, 0, "s", "training wall time so far, evaluations excluded, max over ranks");
+  write_dataset(g.id, "test_loss", loss, n, 0, "1", "loss on the test set");
+  write_dataset(g.id, "test_accuracy", acc, n, 0, "1", "fraction of the test set classified correctly");
+}
+
+}  // namespace
 
 void TraceWriter::flush() {
   const std::string tmp = path_ + ".tmp";
@@ -163,7 +234,9 @@ void TraceWriter::flush() {
     std::vector<std::uint64_t> wire(rows * cols);
     for (hsize_t r = 0; r < rows; ++r)
       for (hsize_t c = 0; c < cols; ++c) wire[r * cols + c] = steps_[r][c].wire_bytes;
-    write_dataset(steps.id, "wire_bytes", wire, rows, cols, "byte", "bytes the rank sent in the step");
+    write_dataset(steps.id, "wire_bytes", wire, rows, cols, "byte", "bytes the rank received in the step");
+    write_buckets(file.id, steps_, cols);
+    write_evals(file.id, evals_);
 
     Handle epochs(H5Gcreate2(file.id, "epochs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "group epochs");
     const hsize_t ne = epochs_.size();
@@ -189,6 +262,44 @@ void TraceWriter::flush() {
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp + " to " + path_);
 }
 
+void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned long long cols) {
+  Handle g(H5Gopen2(file, "buckets", H5P_DEFAULT), H5Gclose, path_ + " has no /buckets group");
+  const auto counts = read_dataset<std::int32_t>(g.id, "count", rows * cols);
+  int nb = 0;
+  for (std::int32_t c : counts) nb = std::max(nb, std::min(c, max_buckets));
+  const hsize_t total = rows * cols * static_cast<hsize_t>(nb);
+  const auto st = read_dataset<double>(g.id, "start", total);
+  const auto po = read_dataset<double>(g.id, "posted", total);
+  const auto dn = read_dataset<double>(g.id, "done", total);
+  for (hsize_t i = 0; i < rows; ++i)
+    for (hsize_t r = 0; r < cols; ++r) {
+      StepRecord& rec = steps_[i][r];
+      rec.buckets = counts[i * cols + r];
+      for (int b = 0; b < std::min(rec.buckets, max_buckets); ++b) {
+        const hsize_t k = (i * cols + r) * static_cast<hsize_t>(nb) + static_cast<hsize_t>(b);
+        rec.bucket_start[b] = st[k];
+        rec.bucket_posted[b] = po[k];
+        rec.bucket_done[b] = dn[k];
+      }
+    }
+}
+
+void TraceWriter::load_evals(long long file) {
+  Handle g(H5Gopen2(file, "evals", H5P_DEFAULT), H5Gclose, path_ + " has no /evals group");
+  Handle d(H5Dopen2(g.id, "step", H5P_DEFAULT), H5Dclose, "dataset evals/step missing");
+  Handle sp(H5Dget_space(d.id), H5Sclose, "dataspace of evals/step");
+  const hssize_t count = H5Sget_simple_extent_npoints(sp.id);
+  if (count < 0) fail("dataspace of evals/step in " + path_);
+  const auto n = static_cast<hsize_t>(count);
+  const auto step = read_dataset<std::int64_t>(g.id, "step", n);
+  const auto epoch = read_dataset<std::int32_t>(g.id, "epoch", n);
+  const auto tt = read_dataset<double>(g.id, "train_time", n);
+  const auto loss = read_dataset<double>(g.id, "test_loss", n);
+  const auto acc = read_dataset<double>(g.id, "test_accuracy", n);
+  evals_.resize(n);
+  for (hsize_t i = 0; i < n; ++i) evals_[i] = EvalRecord{step[i], epoch[i], tt[i], loss[i], acc[i]};
+}
+
 void TraceWriter::load() {
   Handle file(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "cannot open " + path_);
   long long ranks = 0;
@@ -198,6 +309,14 @@ void TraceWriter::load() {
   }
   if (ranks != ranks_)
     fail(path_ + " was written by " + std::to_string(ranks) + " ranks, this run has " + std::to_string(ranks_));
+  long long version = 0;
+  {
+    Handle attr(H5Aopen(file.id, "schema_version", H5P_DEFAULT), H5Aclose, path_ + " has no 'schema_version'");
+    if (H5Aread(attr.id, H5T_NATIVE_LLONG, &version) < 0) fail("reading schema_version of " + path_);
+  }
+  if (version != schema_version)
+    fail(path_ + " has trace schema " + std::to_string(version) + ", this program writes " +
+         std::to_string(schema_version) + " (resume it with the program that started it)");
   Handle steps(H5Gopen2(file.id, "steps", H5P_DEFAULT), H5Gclose, path_ + " has no /steps group");
   Handle sd(H5Dopen2(steps.id, "step", H5P_DEFAULT), H5Dclose, "dataset steps/step missing");
   Handle ss(H5Dget_space(sd.id), H5Sclose, "dataspace of steps/step");
@@ -219,6 +338,8 @@ void TraceWriter::load() {
   const auto wire = read_dataset<std::uint64_t>(steps.id, "wire_bytes", rows * cols);
   for (hsize_t r = 0; r < rows; ++r)
     for (hsize_t c = 0; c < cols; ++c) steps_[r][c].wire_bytes = wire[r * cols + c];
+  load_buckets(file.id, rows, cols);
+  load_evals(file.id);
   Handle epochs(H5Gopen2(file.id, "epochs", H5P_DEFAULT), H5Gclose, path_ + " has no /epochs group");
   Handle ed(H5Dopen2(epochs.id, "epoch", H5P_DEFAULT), H5Dclose, "dataset epochs/epoch missing");
   Handle es(H5Dget_space(ed.id), H5Sclose, "dataspace of epochs/epoch");

@@ -15,19 +15,34 @@
 
 namespace qsgd::trace {
 
-constexpr int schema_version = 1;
+constexpr int schema_version = 2;
+constexpr int max_buckets = 32;  // buckets whose times a step record keeps
 
-// One rank's timings for one step (seconds) and what it sent.
+// One rank's timings for one step (seconds) and what it sent. Plain data:
+// ranks send it to the writer as bytes. docs/traces.md has every definition.
 struct StepRecord {
   std::int64_t step = 0;
   std::int32_t epoch = 0;
-  double forward = 0, backward = 0, quantize = 0, encode = 0;
-  double exchange_exposed = 0;     // time the step waited for the exchange
-  double exchange_overlapped = 0;  // exchange time hidden behind backward
-  double decode = 0, update = 0, step_time = 0;
-  std::uint64_t wire_bytes = 0;    // bytes this rank sent in the step
+  std::int32_t buckets = 0;        // buckets exchanged (times kept for the first max_buckets)
+  double forward = 0, backward = 0, quantize = 0, encode = 0, requantize = 0, decode = 0, update = 0;
+  double comm_exposed = 0;         // blocked in MPI waits
+  double comm_hidden = 0;          // network busy while the rank did other work
+  double step_time = 0;
+  std::uint64_t wire_bytes = 0;    // bytes this rank received in the step
   double bits_per_dim = 0;         // 8 * compressed bytes / gradient elements
   double loss = 0;
+  // Per bucket, seconds since the step began: start() called, first byte
+  // posted, completion observed (NaN when nothing was sent).
+  double bucket_start[max_buckets] = {}, bucket_posted[max_buckets] = {}, bucket_done[max_buckets] = {};
+};
+
+// One evaluation of the test set during training.
+struct EvalRecord {
+  std::int64_t step = 0;      // global steps done
+  std::int32_t epoch = 0;
+  double train_time = 0;      // training wall time so far (evaluations excluded), max over ranks
+  double test_loss = 0;
+  double test_accuracy = 0;
 };
 
 struct EpochRecord {
@@ -51,10 +66,11 @@ class TraceWriter {
 
   void add_step(const std::vector<StepRecord>& per_rank);  // one record per rank
   void add_epoch(const EpochRecord& e);
+  void add_eval(const EvalRecord& e);
   void set_attribute(const std::string& key, const std::string& value) { attrs_[key] = value; }
   void flush();  // atomic rewrite, see above
   // Keeps only what a resumed run does not redo: steps below `steps_done`
-  // and epochs below `epochs_done`.
+  // (and the evaluations after them) and epochs below `epochs_done`.
   void truncate(std::int64_t steps_done, std::int32_t epochs_done);
 
   std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
@@ -63,11 +79,14 @@ class TraceWriter {
 
  private:
   void load();
+  void load_buckets(long long file, unsigned long long rows, unsigned long long cols);  // hid_t, hsize_t
+  void load_evals(long long file);
   std::string path_;
   int ranks_;
   Attributes attrs_;
   std::vector<std::vector<StepRecord>> steps_;
   std::vector<EpochRecord> epochs_;
+  std::vector<EvalRecord> evals_;
 };
 
 // HDF5 library version, e.g. "1.10.8".

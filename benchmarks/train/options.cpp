@@ -70,6 +70,11 @@ exchange:
   --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)
   --s S  --d D (512; 0 = one bucket)  --norm max|l2
   --fusion-mb MB (32)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
+  --transport ring|library (ring)  --segment-kb KB (4096)  --window N (8)
+  --progress thread|hooks (thread: a thread polls the network during backward)
+  --synthetic-backward-ms X (test hook: X ms of extra backward per gradient)
+evaluation:
+  --eval-every STEPS (0 = at epoch ends)  --target-accuracy A (stop once reached; 0 = never)
 output:
   --trace FILE.h5  --flush-every STEPS (20)  --checkpoint FILE  --checkpoint-every STEPS
   --resume  --hash-every STEPS  --eval-limit N  --quiet  --label TEXT
@@ -134,6 +139,16 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--fusion-mb") o.fusion_mb = to_uint(a, val());
     else if (a == "--layer-filter") o.layer_filter = to_uint(a, val());
     else if (a == "--no-overlap") o.overlap = false;
+    else if (a == "--transport") o.transport = comm::parse_transport(val());
+    else if (a == "--segment-kb") o.segment_kb = to_uint(a, val());
+    else if (a == "--window") o.window = static_cast<std::uint32_t>(to_uint(a, val()));
+    else if (a == "--progress") {
+      const std::string v = val();
+      if (v != "thread" && v != "hooks") bad("--progress must be thread or hooks");
+      o.progress_thread = v == "thread";
+    } else if (a == "--synthetic-backward-ms") o.synthetic_backward_ms = to_double(a, val());
+    else if (a == "--eval-every") o.eval_every = to_uint(a, val());
+    else if (a == "--target-accuracy") o.target_accuracy = to_double(a, val());
     else if (a == "--trace") o.trace = val();
     else if (a == "--flush-every") o.flush_every = to_uint(a, val());
     else if (a == "--checkpoint") o.checkpoint = val();
@@ -159,6 +174,9 @@ Options parse_checked(int argc, char** argv) {
   if (o.fusion_mb == 0) bad("--fusion-mb must be at least 1");
   if (o.flush_every == 0) bad("--flush-every must be at least 1");
   if (o.resume && o.checkpoint.empty()) bad("--resume needs --checkpoint FILE");
+  if (o.segment_kb == 0 || o.window == 0) bad("--segment-kb and --window must be at least 1");
+  if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
+  if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
   comm::parse_strategy(o.strategy);  // throws on unknown names
   if (o.strategy == "allreduce") o.codec = CodecKind::fp32;
   if (o.strategy == "allreduce16" && o.codec != CodecKind::fp16 && o.codec != CodecKind::bf16) o.codec = CodecKind::bf16;
@@ -181,6 +199,9 @@ comm::ExchangeConfig Options::exchange_config() const {
   cfg.codec.d = d;
   cfg.codec.norm = norm;
   cfg.seed = seed;
+  cfg.transport = transport;
+  cfg.segment_bytes = static_cast<std::uint64_t>(segment_kb) << 10;
+  cfg.window = window;
   return cfg;
 }
 
@@ -204,7 +225,11 @@ std::string Options::to_json() const {
      << ",\"strategy\":\"" << strategy << "\",\"codec\":\"" << to_string(codec) << "\",\"s\":" << s
      << ",\"d\":" << d << ",\"norm\":\"" << to_string(norm) << "\",\"naming\":\"" << naming << "\""
      << ",\"fusion_mb\":" << fusion_mb << ",\"layer_filter\":" << layer_filter
-     << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"label\":\"" << json_escape(label) << "\"}";
+     << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"transport\":\"" << comm::to_string(transport)
+     << "\",\"segment_kb\":" << segment_kb << ",\"window\":" << window
+     << ",\"progress\":\"" << (progress_thread ? "thread" : "hooks") << "\""
+     << ",\"synthetic_backward_ms\":" << synthetic_backward_ms << ",\"eval_every\":" << eval_every
+     << ",\"target_accuracy\":" << target_accuracy << ",\"label\":\"" << json_escape(label) << "\"}";
   return os.str();
 }
 

@@ -37,6 +37,14 @@ struct Options {
   std::size_t fusion_mb = 32;
   std::uint64_t layer_filter = 10000;
   bool overlap = true;
+  comm::Transport transport = comm::Transport::ring;
+  std::size_t segment_kb = 4096;      // ring pipeline segment
+  std::uint32_t window = 8;           // ring receives in flight
+  bool progress_thread = true;        // --progress thread|hooks
+  double synthetic_backward_ms = 0;   // test hook: extra wall time per gradient hook
+  // Evaluation.
+  std::size_t eval_every = 0;         // steps between test-set evaluations; 0 = epoch ends only
+  double target_accuracy = 0;         // stop once test accuracy reaches it; 0 = never
   // Output.
   std::string trace;                  // HDF5 trace path; empty: none
   std::size_t flush_every = 20;       // steps between trace flushes

@@ -1,14 +1,18 @@
 // qsgd-train: synchronous data-parallel training with QSGD gradient exchange
 // (spec section 3), the suite's end-to-end measurement. Each step, per rank:
-// forward, backward (buckets of finished gradients start their exchange while
-// backward goes on), wait for the averaged gradients, SGD update. Every
-// phase is timed on every rank and written, raw, to an HDF5 trace.
+// forward, backward (buckets of finished gradients, in reverse layer order,
+// start their exchange while backward goes on, and a progress thread keeps
+// them moving), wait for the averaged gradients, SGD update. Every phase is
+// timed on every rank and written, raw, to an HDF5 trace (docs/traces.md has
+// every definition: exposed communication is time blocked in MPI waits,
+// hidden communication is network time under other work).
 #include <mpi.h>
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cmath>
@@ -18,6 +22,7 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "checkpoint.hpp"
 #include "options.hpp"
@@ -167,6 +172,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   qc::BucketerConfig bc;
   bc.fusion_bytes = o.fusion_mb << 20;
   bc.layer_filter = o.layer_filter;
+  bc.progress_thread = o.progress_thread;
   qc::Bucketer<Exec> bucketer(*compressed, *dense, bc);
   for (const auto& t : tensors) bucketer.add(t.size);
   bucketer.plan();
@@ -224,6 +230,8 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
     a["date"] = iso_date();
     a["model_parameters"] = std::to_string(P);
     a["steps_per_epoch"] = std::to_string(steps_per_epoch);
+    a["steps_per_full_epoch"] = std::to_string(shard_steps);
+    a["buckets"] = std::to_string(bucketer.buckets().size());
     a["link_rate"] = std::getenv("QSGD_NETLAB_RATE") ? std::getenv("QSGD_NETLAB_RATE") : "local";
     a["label"] = o.label;
     trace = std::make_unique<qsgd::trace::TraceWriter>(o.trace, K, a, o.resume);
@@ -231,21 +239,19 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   }
 
   // Gradient hook: a bucket starts its exchange as soon as backward has
-  // produced all its tensors.
+  // produced all its tensors (tensors come in backward order, so buckets fill
+  // in reverse layer order), and every hook advances the buckets in flight.
   double hook_s = 0;
-  bool first_push_seen = false;
-  Clock::time_point first_push;
   const auto grads = model->store().grads();
+  const auto synthetic = std::chrono::microseconds(static_cast<long long>(o.synthetic_backward_ms * 1e3));
   model->set_grad_ready_hook([&](std::size_t t) {
-    if (!o.overlap) return;
-    const auto t0 = Clock::now();
-    if (!first_push_seen) {
-      first_push_seen = true;
-      first_push = t0;
+    if (o.overlap) {
+      const auto t0 = Clock::now();
+      bucketer.push(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+      bucketer.progress();
+      hook_s += seconds_since(t0);
     }
-    bucketer.push(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-    bucketer.progress();
-    hook_s += seconds_since(t0);
+    if (synthetic.count() > 0) std::this_thread::sleep_for(synthetic);  // test hook: a slower backward
   });
 
   std::unique_ptr<qm::BatchLoader> loader = data.tokens ? std::make_unique<qm::BatchLoader>(data.train_tok, o.batch)
@@ -284,85 +290,109 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   };
 
   if (rank == 0 && !o.quiet)
-    std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs\n", o.describe().c_str(), K, P,
-                 steps_per_epoch, o.epochs);
+    std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs, %zu buckets\n",
+                 o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer.buckets().size());
 
-  for (std::uint64_t epoch = start_epoch; epoch < o.epochs; ++epoch) {
+  // One step: forward, backward with the hooks, wait, update; fills rec.
+  auto run_step = [&](std::uint64_t epoch, std::uint64_t b) {
+    qsgd::prof::Scope step_range("train/step");
+    const auto t_step = Clock::now();
+    rec = {};
+    rec.step = static_cast<std::int64_t>(step);
+    rec.epoch = static_cast<std::int32_t>(epoch);
+    const qm::Batch* batch;
+    {
+      qsgd::prof::Scope r("data/load");
+      batch = &loader->load(sampler.batch(b, o.batch), o.batch);
+    }
+    model->zero_grad();
+    auto t0 = Clock::now();
+    {
+      qsgd::prof::Scope r("model/forward");
+      model->forward(*batch);
+      Kokkos::fence();
+    }
+    rec.forward = seconds_since(t0);
+    rec.loss = model->loss();
+    bucketer.begin_step(step);
+    hook_s = 0;
+    t0 = Clock::now();
+    {
+      qsgd::prof::Scope r("model/backward");
+      model->backward();
+      Kokkos::fence();
+    }
+    // Backward compute excludes the exchange work the hooks did inside it.
+    rec.backward = std::max(0.0, seconds_since(t0) - hook_s);
+    {
+      qsgd::prof::Scope r("comm/wait");
+      if (!o.overlap)
+        for (std::size_t t = 0; t < tensors.size(); ++t)
+          bucketer.push(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+      for (std::size_t t = 0; t < tensors.size(); ++t)
+        bucketer.wait(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+    }
+    const qc::StepTotals& st = bucketer.step_totals();
+    rec.quantize = st.quantize_s;
+    rec.encode = st.encode_s;
+    rec.requantize = st.requantize_s;
+    rec.decode = st.decode_s;
+    rec.comm_exposed = st.blocked_s;
+    rec.comm_hidden = std::max(0.0, st.network_s - st.blocked_s);
+    rec.wire_bytes = st.wire_bytes;
+    rec.bits_per_dim = grad_elems ? 8.0 * static_cast<double>(st.encoded_bytes) / static_cast<double>(grad_elems) : 0;
+    const double step0 = std::chrono::duration<double>(t_step.time_since_epoch()).count();
+    const auto& bks = bucketer.buckets();
+    rec.buckets = static_cast<std::int32_t>(bks.size());
+    for (std::size_t i = 0; i < bks.size() && i < static_cast<std::size_t>(qsgd::trace::max_buckets); ++i) {
+      rec.bucket_start[i] = bks[i].t_start - step0;
+      rec.bucket_posted[i] = bks[i].t_posted - step0;
+      rec.bucket_done[i] = bks[i].t_done - step0;
+    }
+    t0 = Clock::now();
+    {
+      qsgd::prof::Scope r("optim/update");
+      sgd.step(grads);
+      Kokkos::fence();
+    }
+    rec.update = seconds_since(t0);
+    rec.step_time = seconds_since(t_step);
+    if (!std::isfinite(rec.loss)) comm.abort(6, "loss is not finite at step " + std::to_string(step), true);
+    MPI_Gather(&rec, sizeof rec, MPI_BYTE, all.data(), sizeof rec, MPI_BYTE, 0, comm.mpi());
+    if (trace) trace->add_step(all);
+  };
+
+  // Test-set evaluation; the training time it reports excludes evaluations.
+  double train_time = 0;  // this rank's training wall time (steps only)
+  std::int64_t last_eval_step = -1;
+  bool reached = false;
+  auto eval_now = [&](std::uint64_t epoch) {
+    double tt = train_time;
+    MPI_Allreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, comm.mpi());
+    const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit);
+    if (trace)
+      trace->add_eval({static_cast<std::int64_t>(step), static_cast<std::int32_t>(epoch), tt, test_loss, test_acc});
+    last_eval_step = static_cast<std::int64_t>(step);
+    if (o.target_accuracy > 0 && test_acc >= o.target_accuracy) reached = true;  // same on every rank (reduced)
+    return std::make_pair(test_loss, test_acc);
+  };
+
+  for (std::uint64_t epoch = start_epoch; epoch < o.epochs && !reached; ++epoch) {
     qsgd::prof::Scope epoch_range("train/epoch");
     sampler.set_epoch(epoch);
     comm.barrier();
-    const auto epoch_t0 = Clock::now();
+    double epoch_time = 0;  // steps only: evaluations inside the epoch are excluded
     double loss_sum = 0;
     std::size_t loss_n = 0;
     const std::uint64_t first = epoch == start_epoch ? start_in_epoch : 0;
-    for (std::uint64_t b = first; b < steps_per_epoch; ++b) {
-      qsgd::prof::Scope step_range("train/step");
-      const auto t_step = Clock::now();
-      rec = {};
-      rec.step = static_cast<std::int64_t>(step);
-      rec.epoch = static_cast<std::int32_t>(epoch);
-      const qm::Batch* batch;
-      {
-        qsgd::prof::Scope r("data/load");
-        batch = &loader->load(sampler.batch(b, o.batch), o.batch);
-      }
-      model->zero_grad();
-      auto t0 = Clock::now();
-      {
-        qsgd::prof::Scope r("model/forward");
-        model->forward(*batch);
-        Kokkos::fence();
-      }
-      rec.forward = seconds_since(t0);
-      rec.loss = model->loss();
-      bucketer.begin_step(step);
-      hook_s = 0;
-      first_push_seen = false;
-      t0 = Clock::now();
-      {
-        qsgd::prof::Scope r("model/backward");
-        model->backward();
-        Kokkos::fence();
-      }
-      const auto backward_end = Clock::now();
-      const double backward_wall = seconds_since(t0);
-      // Exchange window hidden behind backward: from the first bucket's start
-      // to the end of backward.
-      rec.exchange_overlapped =
-          first_push_seen ? std::chrono::duration<double>(backward_end - first_push).count() : 0.0;
-      t0 = Clock::now();
-      {
-        qsgd::prof::Scope r("comm/wait");
-        if (!o.overlap)
-          for (std::size_t t = 0; t < tensors.size(); ++t)
-            bucketer.push(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-        for (std::size_t t = 0; t < tensors.size(); ++t)
-          bucketer.wait(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-      }
-      const double wait_wall = seconds_since(t0);
-      const qc::StepTotals& st = bucketer.step_totals();
-      rec.quantize = st.quantize_s;
-      rec.encode = st.encode_s;
-      rec.decode = st.decode_s;
-      rec.wire_bytes = st.wire_bytes;
-      rec.bits_per_dim = grad_elems ? 8.0 * static_cast<double>(st.encoded_bytes) / static_cast<double>(grad_elems) : 0;
-      // Backward compute excludes the encoding the hooks did inside it.
-      rec.backward = std::max(0.0, backward_wall - hook_s);
-      // Exposed: the wait, less the decoding done inside it (and, without
-      // overlap, less the quantize/encode done there too).
-      const double inside_wait = st.decode_s + (o.overlap ? 0.0 : st.quantize_s + st.encode_s);
-      rec.exchange_exposed = std::max(0.0, wait_wall - inside_wait);
-      t0 = Clock::now();
-      {
-        qsgd::prof::Scope r("optim/update");
-        sgd.step(grads);
-        Kokkos::fence();
-      }
-      rec.update = seconds_since(t0);
-      rec.step_time = seconds_since(t_step);
-      if (!std::isfinite(rec.loss)) comm.abort(6, "loss is not finite at step " + std::to_string(step), true);
-      MPI_Gather(&rec, sizeof rec, MPI_BYTE, all.data(), sizeof rec, MPI_BYTE, 0, comm.mpi());
-      if (trace) trace->add_step(all);
+    std::uint64_t b = first;
+    std::pair<double, double> last_eval{0, 0};
+    for (; b < steps_per_epoch && !reached; ++b) {
+      const auto t_train = Clock::now();
+      run_step(epoch, b);
+      const double dt = seconds_since(t_train);
+      train_time += dt;
+      epoch_time += dt;
       loss_sum += rec.loss;
       ++loss_n;
       ++step;
@@ -372,6 +402,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
                      rec.loss, static_cast<double>(o.batch * K) / rec.step_time);
       }
       if (o.hash_every && step % o.hash_every == 0) check_replicas();
+      if (o.eval_every && step % o.eval_every == 0) last_eval = eval_now(epoch);
       if (o.checkpoint_every && step % o.checkpoint_every == 0 && b + 1 < steps_per_epoch)
         checkpoint(epoch, b + 1);
       else if (trace && step % o.flush_every == 0)
@@ -381,11 +412,11 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
         std::raise(SIGKILL);
       }
     }
-    double epoch_time = seconds_since(epoch_t0);
     MPI_Allreduce(MPI_IN_PLACE, &epoch_time, 1, MPI_DOUBLE, MPI_MAX, comm.mpi());
     double mean_loss[2] = {loss_sum, static_cast<double>(loss_n)};
     MPI_Allreduce(MPI_IN_PLACE, mean_loss, 2, MPI_DOUBLE, MPI_SUM, comm.mpi());
-    const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit);
+    if (last_eval_step != static_cast<std::int64_t>(step)) last_eval = eval_now(epoch);
+    const auto [test_loss, test_acc] = last_eval;
     if (trace) {
       qsgd::trace::EpochRecord e;
       e.epoch = static_cast<std::int32_t>(epoch);
@@ -393,17 +424,19 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
       e.train_loss = mean_loss[1] > 0 ? mean_loss[0] / mean_loss[1] : 0;
       e.test_loss = test_loss;
       e.test_accuracy = test_acc;
-      e.steps = static_cast<std::int64_t>(steps_per_epoch - first);
+      e.steps = static_cast<std::int64_t>(b - first);
       trace->add_epoch(e);
     }
     if (rank == 0 && !o.quiet)
-      std::fprintf(stderr, "%sepoch %llu: %.2f s, train loss %.4f, test loss %.4f, test accuracy %.4f\n",
+      std::fprintf(stderr, "%sepoch %llu: %.2f s, train loss %.4f, test loss %.4f, test accuracy %.4f%s\n",
                    interactive ? "\n" : "", static_cast<unsigned long long>(epoch), epoch_time,
-                   mean_loss[1] > 0 ? mean_loss[0] / mean_loss[1] : 0, test_loss, test_acc);
+                   mean_loss[1] > 0 ? mean_loss[0] / mean_loss[1] : 0, test_loss, test_acc,
+                   reached ? " (target reached)" : "");
     checkpoint(epoch + 1, 0);
   }
   check_replicas();
   if (trace) {
+    trace->set_attribute("target_reached", reached ? "true" : "false");
     char hex[32];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(*model)));
     trace->set_attribute("final_params_fnv1a", hex);
@@ -417,7 +450,9 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
 
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // MPI_THREAD_MULTIPLE: the bucketer's progress thread polls the network
+  // while this thread computes (--progress thread).
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 0;
   {
     Kokkos::ScopeGuard guard(argc, argv);

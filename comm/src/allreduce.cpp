@@ -12,8 +12,13 @@
 // chosen by message size), so a fused bucket can differ from per-tensor
 // exchanges in the last bit at K >= 3. For a result independent of bucketing
 // use allgather or scatter_reduce with the fp32 codec (rank-order sums).
+// Transport ring (default): the pipelined ring of detail/p2p.hpp instead of
+// MPI_Iallreduce; its sums run in ring order (element i of block b is summed
+// starting at rank b), independent of the segment size and of n's effect on
+// the library's algorithm choice, so fused buckets and per-tensor exchanges
+// agree bitwise whenever the block boundaries do.
 // Staging: reductions run through a host buffer when the memory space is not
-// host-accessible (libnbc applies operators on the host).
+// host-accessible (libnbc and the ring apply operators on the host).
 // wire_bytes = 2 (K-1)/K * 4n (ring reduce-scatter + allgather).
 
 #include "detail/exchange_base.hpp"
@@ -27,6 +32,12 @@ void scale(const E& exec, const View& x, std::uint64_t n, float w) {
   Kokkos::parallel_for(
       "qsgd::comm::allreduce::scale", Kokkos::RangePolicy<E>(exec, 0, n),
       KOKKOS_LAMBDA(std::uint64_t i) { x(i) = qsgd::detail::mul_rn(x(i), w); });
+}
+
+inline void ring_sum_f32(const void* in, void* inout, std::size_t n) {
+  const float* __restrict a = static_cast<const float*>(in);
+  float* __restrict b = static_cast<float*>(inout);
+  for (std::size_t i = 0; i < n; ++i) b[i] = a[i] + b[i];
 }
 
 namespace {
@@ -53,7 +64,7 @@ class Allreduce final : public ExchangeBase<E> {
     op.stats.encoded_bytes = op.n * 4;
     op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * op.n * 4 / static_cast<std::uint64_t>(K);
     op.phase = 1;
-    if (this->comm_.is_serial()) return;
+    if (this->local()) return;
     const auto t0 = Clock::now();
     float* ptr = op.out.data();
     if (this->stage_reductions_) {
@@ -62,13 +73,22 @@ class Allreduce final : public ExchangeBase<E> {
       ptr = reinterpret_cast<float*>(op.send.mpi());
       Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ptr, op.n), out);
     }
-    MPI_Iallreduce(MPI_IN_PLACE, ptr, count, MPI_FLOAT, MPI_SUM, op.comm.get(), this->new_request(op));
     op.stats.comm_s += seconds_since(t0);
+    if (this->ring()) {
+      this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
+        op.ring.start(op.comm.get(), this->rank(), K, ptr, op.n, sizeof(float), &ring_sum_f32,
+                      this->cfg_.segment_bytes, this->cfg_.window, t);
+      });
+      return;
+    }
+    const auto t1 = Clock::now();
+    MPI_Iallreduce(MPI_IN_PLACE, ptr, count, MPI_FLOAT, MPI_SUM, op.comm.get(), this->new_request(op));
+    op.stats.comm_s += seconds_since(t1);
   }
 
   bool next(OpT& op) override {
     const auto out = Kokkos::subview(op.out, Kokkos::make_pair<std::uint64_t>(0, op.n));
-    if (this->stage_reductions_) {
+    if (this->stage_reductions_ && !this->local()) {
       const auto t0 = Clock::now();
       Kokkos::deep_copy(out, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                                  reinterpret_cast<const float*>(op.send.mpi()), op.n));

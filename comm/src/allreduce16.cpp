@@ -41,19 +41,41 @@ void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
   for (int i = 0; i < *len; ++i) b[i] = to16<Half>(qsgd::detail::add_rn(from16<Half>(a[i]), from16<Half>(b[i])));
 }
 
+// The same operator for the ring transport.
+template <bool Half>
+void ring_sum16(const void* in, void* inout, std::size_t n) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (std::size_t i = 0; i < n; ++i) b[i] = to16<Half>(qsgd::detail::add_rn(from16<Half>(a[i]), from16<Half>(b[i])));
+}
+
 // h[i] = round16(g[i] * w); returns the first index whose result is not
-// finite (non-finite input, or fp16 overflow), or no_index.
+// finite (non-finite input, or fp16 overflow), or no_index. The conversion
+// pass only ORs a flag (a reduction compilers vectorize); the first bad index
+// is searched for only when the flag is set.
+template <bool Half>
+KOKKOS_INLINE_FUNCTION unsigned bad16(float x, std::uint16_t v) {
+  return (qsgd::detail::is_finite_f(x) && (v & 0x7fffu) < (Half ? 0x7c00u : 0x7f80u)) ? 0u : 1u;
+}
+
 template <bool Half, class E, class GView>
 std::uint64_t pack16(const E& exec, const GView& g, std::uint16_t* h, std::uint64_t n, float w) {
-  std::uint64_t bad = qsgd::detail::no_index;
+  unsigned any = 0;
   Kokkos::parallel_reduce(
       "qsgd::comm::allreduce16::pack", Kokkos::RangePolicy<E>(exec, 0, n),
-      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t & first) {
+      KOKKOS_LAMBDA(std::uint64_t i, unsigned& flag) {
         const float x = g(i);
         const std::uint16_t v = to16<Half>(qsgd::detail::mul_rn(x, w));
         h[i] = v;
-        const bool ok = qsgd::detail::is_finite_f(x) && (v & 0x7fffu) < (Half ? 0x7c00u : 0x7f80u);
-        if (!ok && i < first) first = i;
+        flag |= bad16<Half>(x, v);
+      },
+      Kokkos::BOr<unsigned>(any));
+  if (!any) return qsgd::detail::no_index;
+  std::uint64_t bad = qsgd::detail::no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::comm::allreduce16::pack_check", Kokkos::RangePolicy<E>(exec, 0, n),
+      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t & first) {
+        if (bad16<Half>(g(i), h[i]) && i < first) first = i;
       },
       Kokkos::Min<std::uint64_t>(bad));
   return bad;
@@ -61,13 +83,21 @@ std::uint64_t pack16(const E& exec, const GView& g, std::uint16_t* h, std::uint6
 
 template <bool Half, class E, class OView>
 std::uint64_t unpack16(const E& exec, const std::uint16_t* h, const OView& out, std::uint64_t n) {
-  std::uint64_t bad = qsgd::detail::no_index;
+  unsigned any = 0;
   Kokkos::parallel_reduce(
       "qsgd::comm::allreduce16::unpack", Kokkos::RangePolicy<E>(exec, 0, n),
-      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t & first) {
+      KOKKOS_LAMBDA(std::uint64_t i, unsigned& flag) {
         const float x = from16<Half>(h[i]);
         out(i) = x;
-        if (!qsgd::detail::is_finite_f(x) && i < first) first = i;
+        flag |= qsgd::detail::is_finite_f(x) ? 0u : 1u;
+      },
+      Kokkos::BOr<unsigned>(any));
+  if (!any) return qsgd::detail::no_index;
+  std::uint64_t bad = qsgd::detail::no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::comm::allreduce16::unpack_check", Kokkos::RangePolicy<E>(exec, 0, n),
+      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t & first) {
+        if (!qsgd::detail::is_finite_f(from16<Half>(h[i])) && i < first) first = i;
       },
       Kokkos::Min<std::uint64_t>(bad));
   return bad;
@@ -116,15 +146,24 @@ class Allreduce16 final : public ExchangeBase<E> {
     op.stats.encoded_bytes = op.n * 2;
     op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * op.n * 2 / static_cast<std::uint64_t>(K);
     op.phase = 1;
-    if (this->comm_.is_serial()) return;
+    if (this->local()) return;
     t0 = Clock::now();
     op.send.to_mpi(0, words_of(op.n * 2));
+    op.stats.comm_s += seconds_since(t0);
+    if (this->ring()) {
+      this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
+        op.ring.start(op.comm.get(), this->rank(), K, op.send.mpi(), op.n, sizeof(std::uint16_t),
+                      half_ ? &ring_sum16<true> : &ring_sum16<false>, this->cfg_.segment_bytes, this->cfg_.window, t);
+      });
+      return;
+    }
+    t0 = Clock::now();
     MPI_Iallreduce(MPI_IN_PLACE, op.send.mpi(), count, MPI_UINT16_T, sum_, op.comm.get(), this->new_request(op));
     op.stats.comm_s += seconds_since(t0);
   }
 
   bool next(OpT& op) override {
-    if (!this->comm_.is_serial()) this->from_mpi(op, op.send, 0, words_of(op.n * 2));
+    if (!this->local()) this->from_mpi(op, op.send, 0, words_of(op.n * 2));
     const auto t0 = Clock::now();
     const std::uint64_t bad = half_ ? unpack16<true>(this->exec_, buffer(op), op.out, op.n)
                                     : unpack16<false>(this->exec_, buffer(op), op.out, op.n);

@@ -2,11 +2,30 @@
 
 #include "qsgd/comm/bucketer.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "detail/exchange_base.hpp"
 
 namespace qsgd::comm {
+
+// The progress thread and the lock it shares with the caller.
+struct PollThread {
+  std::mutex mutex;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+namespace {
+// Holds the poller's mutex for the scope of a public call (no-op without a poller).
+std::unique_lock<std::mutex> guard(const std::unique_ptr<PollThread>& p) {
+  return p ? std::unique_lock<std::mutex>(p->mutex) : std::unique_lock<std::mutex>();
+}
+}  // namespace
 
 template <class E>
 Bucketer<E>::Bucketer(Exchange<E>& compressed, Exchange<E>& dense, const BucketerConfig& cfg)
@@ -14,6 +33,36 @@ Bucketer<E>::Bucketer(Exchange<E>& compressed, Exchange<E>& dense, const Buckete
   if (compressed.communicator().size() != dense.communicator().size())
     throw Error(Errc::invalid_argument, "Bucketer: the two exchanges run over communicators of different sizes");
   if (cfg.fusion_bytes < sizeof(float)) throw Error(Errc::invalid_argument, "Bucketer: fusion_bytes below one float");
+  const Communicator& comm = compressed.communicator();
+  if (cfg.progress_thread && !comm.is_serial() && comm.size() > 1) {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level != MPI_THREAD_MULTIPLE)
+      throw Error(Errc::invalid_argument,
+                  "Bucketer: a progress thread needs MPI initialized with MPI_THREAD_MULTIPLE (MPI_Init_thread)");
+    poller_ = std::make_unique<PollThread>();
+    poller_->thread = std::thread([this] { poll_loop(); });
+  }
+}
+
+template <class E>
+Bucketer<E>::~Bucketer() {
+  if (!poller_) return;
+  poller_->stop = true;
+  poller_->thread.join();
+}
+
+template <class E>
+void Bucketer<E>::poll_loop() {
+  const auto period = std::chrono::microseconds(cfg_.poll_us);
+  while (!poller_->stop.load(std::memory_order_relaxed)) {
+    {
+      std::lock_guard<std::mutex> lock(poller_->mutex);
+      compressed_.poll();
+      if (&dense_ != &compressed_) dense_.poll();
+    }
+    std::this_thread::sleep_for(period);
+  }
 }
 
 template <class E>
@@ -84,6 +133,7 @@ void Bucketer<E>::plan() {
 
 template <class E>
 void Bucketer<E>::begin_step(std::uint64_t step) {
+  auto lock = guard(poller_);
   if (!planned_) throw Error(Errc::invalid_argument, "Bucketer: begin_step() before plan()");
   for (Bucket& b : buckets_) {
     if (b.started && !b.done)
@@ -94,10 +144,12 @@ void Bucketer<E>::begin_step(std::uint64_t step) {
   std::fill(pushed_.begin(), pushed_.end(), 0);
   step_ = step;
   totals_ = StepTotals{};
+  intervals_.clear();
 }
 
 template <class E>
 void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
+  auto lock = guard(poller_);
   if (!planned_) throw Error(Errc::invalid_argument, "Bucketer: push() before plan()");
   if (tensor >= sizes_.size())
     throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
@@ -112,6 +164,7 @@ void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
   const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
   Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
   if (++b.pushed == b.tensors.size()) {
+    b.t_start = detail::clock_seconds();
     b.handle = exchange_for(b).start(b.buffer, b.buffer, b.tensors.front(), step_);
     b.started = true;
   }
@@ -119,6 +172,7 @@ void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
 
 template <class E>
 void Bucketer<E>::progress() {
+  auto lock = guard(poller_);
   compressed_.progress();
   if (&dense_ != &compressed_) dense_.progress();
 }
@@ -132,17 +186,37 @@ void Bucketer<E>::finish(Bucket& b) {
   const OpStats& st = ex.last_stats();
   totals_.quantize_s += st.quantize_s;
   totals_.encode_s += st.encode_s;
+  totals_.requantize_s += st.requantize_s;
   totals_.comm_s += st.comm_s;
+  totals_.blocked_s += st.blocked_s;
   totals_.decode_s += st.decode_s;
   totals_.total_s += st.total_s;
   totals_.encoded_bytes += st.encoded_bytes;
   totals_.wire_bytes += st.wire_bytes;
   totals_.elements += st.n;
   ++totals_.operations;
+  b.t_posted = st.intervals > 0 ? st.net_begin[0] : NAN;
+  b.t_done = st.intervals > 0 ? st.net_end[st.intervals - 1] : NAN;
+  for (int i = 0; i < st.intervals; ++i) intervals_.emplace_back(st.net_begin[i], st.net_end[i]);
+  // Union of the step's intervals so far (a handful: sort and sweep).
+  std::sort(intervals_.begin(), intervals_.end());
+  double busy = 0, lo = 0, hi = -1;
+  for (const auto& [a, z] : intervals_) {
+    if (a > hi) {
+      busy += hi > lo ? hi - lo : 0;
+      lo = a;
+      hi = z;
+    } else {
+      hi = std::max(hi, z);
+    }
+  }
+  busy += hi > lo ? hi - lo : 0;
+  totals_.network_s = busy;
 }
 
 template <class E>
 void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
+  auto lock = guard(poller_);
   if (tensor >= sizes_.size())
     throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
   Bucket& b = buckets_[bucket_of_[tensor]];
@@ -157,6 +231,7 @@ void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
 
 template <class E>
 void Bucketer<E>::wait_all() {
+  auto lock = guard(poller_);
   for (Bucket& b : buckets_)
     if (b.started) finish(b);
 }

@@ -31,6 +31,25 @@ StrategyKind parse_strategy(const std::string& name) {
       "unknown strategy '" + name + "' (expected allreduce, allreduce16, allgather, param-server or scatter-reduce)");
 }
 
+std::string to_string(Transport t) {
+  switch (t) {
+    case Transport::ring: return "ring";
+    case Transport::library: return "library";
+  }
+  return "transport#" + std::to_string(static_cast<int>(t));
+}
+
+Transport parse_transport(const std::string& name) {
+  for (Transport t : {Transport::ring, Transport::library})
+    if (name == to_string(t)) return t;
+  throw Error(Errc::invalid_argument, "unknown transport '" + name + "' (expected ring or library)");
+}
+
+// The transport a strategy actually uses (param-server: always the library's).
+static Transport effective_transport(const ExchangeConfig& cfg) {
+  return cfg.strategy == StrategyKind::param_server ? Transport::library : cfg.transport;
+}
+
 // The codec fields a strategy actually uses (allreduce ignores the codec).
 static CodecConfig effective_codec(const ExchangeConfig& cfg) {
   CodecConfig c = cfg.codec;
@@ -49,7 +68,7 @@ static CodecConfig effective_codec(const ExchangeConfig& cfg) {
 std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks) {
   const CodecConfig c = effective_codec(cfg);
   const std::uint64_t fields[] = {
-      0x7173676463ull,  // "qsgdc": version of this hash's field list
+      0x7173676464ull,  // "qsgdd": version of this hash's field list
       message_version,
       static_cast<std::uint64_t>(cfg.strategy),
       static_cast<std::uint64_t>(c.codec),
@@ -60,6 +79,8 @@ std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks) {
       cfg.seed,
       static_cast<std::uint64_t>(cfg.strategy == StrategyKind::param_server ? cfg.server : 0),
       static_cast<std::uint64_t>(ranks),
+      static_cast<std::uint64_t>(effective_transport(cfg)),
+      effective_transport(cfg) == Transport::ring ? cfg.segment_bytes : 0,
   };
   return fnv1a(fields, sizeof(fields));
 }
@@ -72,6 +93,7 @@ std::string describe(const ExchangeConfig& cfg) {
   if (is_variable_length(c.codec)) os << ", chunk " << c.chunk;
   os << ", seed " << cfg.seed;
   if (cfg.strategy == StrategyKind::param_server) os << ", server " << cfg.server;
+  os << ", transport " << to_string(effective_transport(cfg));
   return os.str();
 }
 
@@ -129,6 +151,8 @@ std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const C
                         "qsgd: rank " + std::to_string(comm.rank()) + ": " + bad);
   }
   if (cfg.strategy != StrategyKind::allreduce && cfg.strategy != StrategyKind::allreduce16) validate(cfg.codec);
+  if (cfg.segment_bytes == 0 || cfg.window == 0)
+    throw Error(Errc::invalid_argument, "exchange: segment_bytes and window must be at least 1");
   switch (cfg.strategy) {
     case StrategyKind::allreduce: return detail::make_allreduce(cfg, comm, exec);
     case StrategyKind::allreduce16: return detail::make_allreduce16(cfg, comm, exec);

@@ -12,6 +12,12 @@
 // the reduced chunks are allgathered (metadata, then MPI_Iallgatherv). Every
 // rank decodes all K reduced chunks, its own included, into out: identical
 // bits everywhere.
+// Transport ring (default): no metadata collectives. Each chunk message goes
+// out framed (metadata words in front) by point-to-point sends inside
+// start() (detail/p2p.hpp PairwiseExchange), the reduced chunks travel by a
+// ring allgather of framed messages; receivers check each frame before
+// decoding. Transport library: MPI_Ialltoall of metadata, MPI_Ialltoallv,
+// MPI_Iallgather of metadata, MPI_Iallgatherv.
 // Cost per rank: one quantize of n, K chunk encodes; K decodes and one encode
 // of n/K; K decodes of n/K. Wire per rank ~ 2 messages, independent of K:
 // wire_bytes = sum_{r != me} bytes(chunk me of r) + sum_{j != me}
@@ -41,16 +47,16 @@ class ScatterReduce final : public ExchangeBase<E> {
     const bool quant = is_quantized(cc.codec);
     const std::uint64_t d = effective_bucket(cc, op.n);
     partition(op.n, K, partition_align(quant, d, op.n), op.bounds);
+    const bool ring = this->ring() && !this->local();
+    const std::size_t head = ring ? meta_words : 0;  // ring messages travel framed
     // Send buffer: K chunk messages back to back, each within its own bound.
     std::uint64_t cap = 0;
-    for (int j = 0; j < K; ++j) cap += this->max_words(chunk_len(op, j));
+    for (int j = 0; j < K; ++j) cap += head + this->max_words(chunk_len(op, j));
     op.send.reserve(cap);
     const std::uint64_t my_len = chunk_len(op, me), my_max = this->max_words(my_len);
-    op.recv.reserve(my_max * static_cast<std::uint64_t>(K));
-    op.send2.reserve(my_max);
-    std::uint64_t cap2 = 0;
-    for (int j = 0; j < K; ++j) cap2 += this->max_words(chunk_len(op, j));
-    op.recv2.reserve(cap2);
+    op.recv.reserve((head + my_max) * static_cast<std::uint64_t>(K));
+    op.send2.reserve(head + my_max);
+    op.recv2.reserve(cap);
     if (op.acc.extent(0) < my_len)
       op.acc =
           Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::sra_acc"), my_len);
@@ -73,8 +79,12 @@ class ScatterReduce final : public ExchangeBase<E> {
       op.stats.quantize_s += seconds_since(t0);
     }
     std::uint64_t off = 0, total_bytes = 0;
+    op.out_off.resize(K);
+    op.out_bytes.resize(K);
     for (int j = 0; j < K; ++j) {
       const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j), maxw = this->max_words(len);
+      op.out_off[j] = off * 8;
+      off += head;
       const auto out = op.send.span(off, maxw);
       std::size_t bytes;
       const auto t0 = Clock::now();
@@ -91,6 +101,8 @@ class ScatterReduce final : public ExchangeBase<E> {
       op.stats.encode_s += seconds_since(t0);
       const std::uint64_t words = words_of(bytes);
       if (j == (me + 1) % K) this->maybe_inject(op, 1, op.send, off, words);
+      if (ring) this->write_meta(op, op.send, off - head, words);
+      op.out_bytes[j] = (head + words) * 8;
       op.scounts[j] = static_cast<int>(words);
       op.sdispls[j] = this->as_count(off, "scatter_reduce");
       this->set_meta(op, &op.meta_send[static_cast<std::size_t>(j) * meta_words], words);
@@ -99,14 +111,93 @@ class ScatterReduce final : public ExchangeBase<E> {
     }
     this->as_count(off, "scatter_reduce");
     op.stats.encoded_bytes = total_bytes;
+    if (ring) {
+      op.send.to_mpi(0, off);
+      const std::size_t slot = (meta_words + my_max) * 8;
+      op.in_off.resize(K);
+      op.in_cap.assign(K, slot);
+      for (int r = 0; r < K; ++r) op.in_off[r] = slot * static_cast<std::size_t>(r);
+      this->start_schedule(op, op.pairwise, [&](ScheduleTimes& t) {
+        op.pairwise.start(op.comm.get(), me, K, op.send.mpi(), op.out_off, op.out_bytes, op.recv.mpi(), op.in_off,
+                          op.in_cap, t);
+      });
+      op.phase = 5;
+      return;
+    }
     this->post_alltoall(op, op.meta_send.data(), meta_words, op.meta_recv.data());
     op.phase = 1;
+  }
+
+  // Ring transport, after the pairwise exchange: reduce this rank's chunk,
+  // requantize it, start the ring allgather of the reduced chunks.
+  void reduce_ring(OpT& op) {
+    const int K = this->ranks(), me = this->rank();
+    const std::uint64_t len = chunk_len(op, me), maxw = this->max_words(len);
+    const std::size_t slot_words = meta_words + maxw;
+    const auto& sizes = op.pairwise.sizes();
+    for (int r = 0; r < K; ++r) {
+      if (r == me) continue;
+      this->from_mpi(op, op.recv, slot_words * r, sizes[r] / 8);
+      op.counts[r] = static_cast<int>(this->check_framed(op, r, op.recv, slot_words * r, sizes[r], maxw));
+      op.stats.wire_bytes += sizes[r];
+    }
+    this->zero(op, op.acc, len);
+    for (int r = 0; r < K; ++r) {
+      const auto msg = r == me ? op.send.span(op.out_off[me] / 8 + meta_words, op.scounts[me])
+                               : op.recv.span(slot_words * r + meta_words, op.counts[r]);
+      this->decode_accumulate(op, r, msg, msg.extent(0) * 8, this->weight(), op.acc, len);
+    }
+    const std::size_t bytes = this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
+                                           op.send2.span(meta_words, maxw));
+    const std::uint64_t words = words_of(bytes);
+    this->maybe_inject(op, 2, op.send2, meta_words, words);
+    op.stats.requantized_bytes = bytes;
+    op.counts2[me] = static_cast<int>(words);
+    this->write_meta(op, op.send2, 0, words);
+    op.send2.to_mpi(0, meta_words + words);
+    op.in_off2.resize(K);
+    op.in_cap2.resize(K);
+    std::size_t off = 0;
+    for (int j = 0; j < K; ++j) {
+      op.in_off2[j] = off;
+      op.in_cap2[j] = (meta_words + this->max_words(chunk_len(op, j))) * 8;
+      off += op.in_cap2[j];
+    }
+    this->start_schedule(op, op.ring_gather, [&](ScheduleTimes& t) {
+      op.ring_gather.start(op.comm.get(), me, K, op.send2.mpi(), (meta_words + words) * 8, op.recv2.mpi(), op.in_off2,
+                           op.in_cap2, t);
+    });
+  }
+
+  // Ring transport, after the allgather: every reduced chunk into out.
+  void finish_ring(OpT& op) {
+    const int K = this->ranks(), me = this->rank();
+    const auto& sizes = op.ring_gather.sizes();
+    for (int j = 0; j < K; ++j) {
+      const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j);
+      const std::size_t at = op.in_off2[j] / 8;
+      std::uint64_t words = static_cast<std::uint64_t>(op.counts2[me]);
+      if (j != me) {
+        this->from_mpi(op, op.recv2, at, sizes[j] / 8);
+        words = this->check_framed(op, j, op.recv2, at, sizes[j], this->max_words(len));
+        op.stats.wire_bytes += sizes[j];
+      }
+      const auto msg = j == me ? op.send2.span(meta_words, words) : op.recv2.span(at + meta_words, words);
+      this->decode_values(op, j, msg, words * 8, Kokkos::subview(op.out, Kokkos::make_pair(lo, lo + len)), len);
+    }
   }
 
   bool next(OpT& op) override {
     const int K = this->ranks(), me = this->rank();
     const float w = this->weight();
     switch (op.phase) {
+      case 5:  // ring: chunks in
+        reduce_ring(op);
+        op.phase = 6;
+        return false;
+      case 6:  // ring: reduced chunks in
+        finish_ring(op);
+        return true;
       case 1: {  // chunk sizes in: post the alltoallv
         const std::uint64_t maxw = this->max_words(chunk_len(op, me));
         std::uint64_t total = 0;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "p2p.hpp"
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/kernels/codec.hpp"
 #include "qsgd/kernels/profiling.hpp"
@@ -25,6 +26,8 @@ namespace qsgd::comm::detail {
 using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// Steady-clock time stamp in seconds (OpStats' network intervals).
+inline double clock_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 // Words of each rank's per-operation metadata: message words, n, tensor, step.
 // Every receiver checks n, tensor and step against its own before it trusts
@@ -123,6 +126,16 @@ struct Op {
   std::array<MPI_Request, 4> reqs{};
   int nreqs = 0;
 
+  // Ring transport: the schedule in flight (one of the three), if any.
+  RingReduce ring;
+  RingAllgather ring_gather;
+  PairwiseExchange pairwise;
+  Schedule* schedule = nullptr;
+  bool on_wire = false;     // a network interval is open
+  std::string poll_error;  // what poll() met; raised by the next drive()
+  // Ring transport: byte offsets and capacities of the slots of each stage.
+  std::vector<std::size_t> out_off, out_bytes, in_off, in_cap, in_off2, in_cap2;
+
   OpStats stats;
   Clock::time_point t_start;
   OpRange range;
@@ -167,6 +180,9 @@ class ExchangeBase : public Exchange<ExecSpace> {
     op.finished = false;
     op.phase = 0;
     op.nreqs = 0;
+    op.schedule = nullptr;
+    op.on_wire = false;
+    op.poll_error.clear();
     op.grad = grad;
     op.out = out;
     op.n = n;
@@ -198,6 +214,35 @@ class ExchangeBase : public Exchange<ExecSpace> {
       if (s->active && !s->finished) drive(*s, false);
   }
 
+  void poll() override {
+    for (auto& s : slots_) {
+      OpT& op = *s;
+      if (!op.active || op.finished || !op.poll_error.empty()) continue;
+      if (op.schedule != nullptr) {
+        ScheduleTimes t;
+        try {
+          if (op.schedule->advance(false, t)) {
+            op.schedule = nullptr;
+            close_wire(op);
+          }
+        } catch (const std::runtime_error& e) {
+          op.poll_error = e.what();
+        }
+        op.stats.comm_s += t.call;
+        op.stats.decode_s += t.reduce;
+      } else if (op.nreqs > 0) {
+        const auto t0 = Clock::now();
+        int done = 0;
+        MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
+        op.stats.comm_s += seconds_since(t0);
+        if (done) {
+          op.nreqs = 0;
+          close_wire(op);
+        }
+      }
+    }
+  }
+
   const OpStats& last_stats() const override { return last_; }
   const ExchangeConfig& config() const override { return cfg_; }
   const Communicator& communicator() const override { return comm_; }
@@ -222,6 +267,10 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   int ranks() const { return comm_.size(); }
+  // No peer to talk to: collectives are local copies and nothing is sent
+  // (serial communicator, or an MPI communicator of one rank).
+  bool local() const { return comm_.is_serial() || comm_.size() == 1; }
+  bool ring() const { return cfg_.transport == Transport::ring; }
   int rank() const { return comm_.rank(); }
   float weight() const { return 1.0f / static_cast<float>(comm_.size()); }
   bool quantized() const { return is_quantized(codec_.config().codec); }
@@ -249,21 +298,25 @@ class ExchangeBase : public Exchange<ExecSpace> {
   // Quantizes (quantized codecs) and encodes v[0, n) into out; returns bytes.
   // The fixed-width code takes the codec's fused path, whose quantization
   // time is inside encode_s.
+  // A second-stage key (requant_flag) books both times as requantize_s.
   std::size_t encode(OpT& op, const const_values_view& v, std::uint64_t n, const RngKey& k, const words_view& out) {
     const CodecKind c = codec_.config().codec;
+    const bool requant = (k.rank & requant_flag) != 0;
+    double& quantize_s = requant ? op.stats.requantize_s : op.stats.quantize_s;
+    double& encode_s = requant ? op.stats.requantize_s : op.stats.encode_s;
     if (is_quantized(c) && c != CodecKind::fixed) {
       auto t0 = Clock::now();
       quantize(exec_, codec_.config(), v, n, k, q_);
       exec_.fence();
-      op.stats.quantize_s += seconds_since(t0);
+      quantize_s += seconds_since(t0);
       t0 = Clock::now();
       const std::size_t bytes = codec_.encode(q_, out);
-      op.stats.encode_s += seconds_since(t0);
+      encode_s += seconds_since(t0);
       return bytes;
     }
     const auto t0 = Clock::now();
     const std::size_t bytes = codec_.encode(v, n, k, out);
-    op.stats.encode_s += seconds_since(t0);
+    encode_s += seconds_since(t0);
     if (c == CodecKind::fixed) op.stats.fused_quantize = true;
     return bytes;
   }
@@ -342,13 +395,82 @@ class ExchangeBase : public Exchange<ExecSpace> {
     }
   }
 
+  // ---- framed messages (ring transport) -------------------------------------
+  // A framed message is its metadata (meta_words) followed by the message, so
+  // that a receiver checks the operation and the size before decoding, with
+  // no separate metadata collective.
+
+  void write_meta(OpT& op, WireBuffer<memory_space>& buf, std::size_t off, std::uint64_t words) {
+    std::uint64_t m[meta_words];
+    set_meta(op, m, words);
+    Kokkos::deep_copy(buf.span(off, meta_words),
+                      Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(m, meta_words));
+  }
+
+  // Metadata of the framed message at word `off` of what MPI received.
+  void read_meta(WireBuffer<memory_space>& buf, std::size_t off, std::uint64_t* m) {
+    constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
+    if (buf.staged() || host_ok) {
+      std::copy(buf.mpi(off), buf.mpi(off) + meta_words, m);
+    } else {
+      Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(m, meta_words);
+      Kokkos::deep_copy(h, buf.span(off, meta_words));
+    }
+  }
+
+  // Checks a received framed message of `bytes` bytes at word `off`; returns
+  // its message words.
+  std::uint64_t check_framed(OpT& op, int source, WireBuffer<memory_space>& buf, std::size_t off, std::size_t bytes,
+                             std::uint64_t max_w) {
+    if (bytes < meta_words * 8 || bytes % 8 != 0)
+      fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
+                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
+                     ", tensor " + std::to_string(op.tensor) + ": " + std::to_string(bytes) +
+                     " bytes received, not a framed message");
+    std::uint64_t m[meta_words];
+    read_meta(buf, off, m);
+    check_meta(op, source, m, max_w);
+    if ((m[0] + meta_words) * 8 != bytes)
+      fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
+                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
+                     ", tensor " + std::to_string(op.tensor) + ": announced " + std::to_string(m[0]) +
+                     " words, received " + std::to_string(bytes / 8 - meta_words));
+    return m[0];
+  }
+
   // ---- collectives (serial: local copies) ---------------------------------
 
-  MPI_Request* new_request(OpT& op) { return &op.reqs.at(static_cast<std::size_t>(op.nreqs++)); }
+  MPI_Request* new_request(OpT& op) {
+    open_wire(op);
+    return &op.reqs.at(static_cast<std::size_t>(op.nreqs++));
+  }
+
+  // Network intervals (OpStats): opened when a phase posts its first request,
+  // closed when its completion is observed.
+  static void open_wire(OpT& op) {
+    if (op.on_wire) return;
+    op.on_wire = true;
+    if (op.stats.intervals < OpStats::max_intervals) op.stats.net_begin[op.stats.intervals] = clock_seconds();
+  }
+  static void close_wire(OpT& op) {
+    if (!op.on_wire) return;
+    op.on_wire = false;
+    if (op.stats.intervals < OpStats::max_intervals) op.stats.net_end[op.stats.intervals++] = clock_seconds();
+  }
+
+  // Starts a ring-transport schedule (its start() posts the first requests).
+  template <class Start>
+  void start_schedule(OpT& op, Schedule& sched, Start&& start) {
+    open_wire(op);
+    ScheduleTimes t;
+    start(t);
+    op.stats.comm_s += t.call;
+    op.schedule = &sched;
+  }
 
   void post_allgather(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
     const auto t0 = Clock::now();
-    if (comm_.is_serial())
+    if (local())
       std::copy(send, send + count, recv);
     else
       MPI_Iallgather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(), new_request(op));
@@ -358,7 +480,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
   void post_allgatherv(OpT& op, WireBuffer<memory_space>& send, int count, WireBuffer<memory_space>& recv,
                        const std::vector<int>& counts, const std::vector<int>& displs) {
     const auto t0 = Clock::now();
-    if (comm_.is_serial()) {
+    if (local()) {
       Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
     } else {
       send.to_mpi(0, count);
@@ -370,7 +492,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
 
   void post_alltoall(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
     const auto t0 = Clock::now();
-    if (comm_.is_serial())
+    if (local())
       std::copy(send, send + count, recv);
     else
       MPI_Ialltoall(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(), new_request(op));
@@ -381,7 +503,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
                       const std::vector<int>& sdispls, WireBuffer<memory_space>& recv, const std::vector<int>& counts,
                       const std::vector<int>& displs) {
     const auto t0 = Clock::now();
-    if (comm_.is_serial()) {
+    if (local()) {
       Kokkos::deep_copy(exec_, recv.span(displs[0], counts[0]), send.span(sdispls[0], scounts[0]));
     } else {
       const std::size_t total = static_cast<std::size_t>(sdispls.back()) + static_cast<std::size_t>(scounts.back());
@@ -394,7 +516,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
 
   void post_gather(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv, int root) {
     const auto t0 = Clock::now();
-    if (comm_.is_serial())
+    if (local())
       std::copy(send, send + count, recv);
     else
       MPI_Igather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
@@ -405,7 +527,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
   void post_gatherv(OpT& op, WireBuffer<memory_space>& send, int count, WireBuffer<memory_space>& recv,
                     const std::vector<int>& counts, const std::vector<int>& displs, int root) {
     const auto t0 = Clock::now();
-    if (comm_.is_serial()) {
+    if (local()) {
       Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
     } else {
       send.to_mpi(0, count);
@@ -418,13 +540,13 @@ class ExchangeBase : public Exchange<ExecSpace> {
 
   void post_bcast(OpT& op, std::uint64_t* buf, int count, int root) {
     const auto t0 = Clock::now();
-    if (!comm_.is_serial()) MPI_Ibcast(buf, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+    if (!local()) MPI_Ibcast(buf, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
     op.stats.comm_s += seconds_since(t0);
   }
 
   void post_bcast(OpT& op, WireBuffer<memory_space>& buf, int count, int root) {
     const auto t0 = Clock::now();
-    if (!comm_.is_serial()) {
+    if (!local()) {
       if (rank() == root) buf.to_mpi(0, count);
       MPI_Ibcast(buf.mpi(), count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
     }
@@ -451,6 +573,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
 
   [[noreturn]] void fail_plain(OpT& op, Errc code, int exit_code, const std::string& what) {
     op.nreqs = 0;  // under throw_error with MPI the slot's collectives are abandoned
+    op.schedule = nullptr;
     release(op);
     raise(code, exit_code, what);
   }
@@ -489,21 +612,39 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   bool drive(OpT& op, bool block) {
+    if (!op.poll_error.empty())
+      fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
+                 op.poll_error + " at step " + std::to_string(op.step) + ", tensor " + std::to_string(op.tensor));
     while (!op.finished) {
-      if (op.nreqs > 0) {
+      if (op.schedule != nullptr) {
+        ScheduleTimes t;
+        bool done = false;
+        try {
+          done = op.schedule->advance(block, t);
+        } catch (const std::runtime_error& e) {  // a peer's message of the wrong size
+          fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
+                     std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
+                         std::to_string(op.tensor));
+        }
+        op.stats.blocked_s += t.blocked;
+        op.stats.comm_s += t.call;
+        op.stats.decode_s += t.reduce;
+        if (!done) return false;
+        op.schedule = nullptr;
+        close_wire(op);
+      } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         if (block) {
           MPI_Waitall(op.nreqs, op.reqs.data(), MPI_STATUSES_IGNORE);
+          op.stats.blocked_s += seconds_since(t0);
         } else {
           int done = 0;
           MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
-          if (!done) {
-            op.stats.comm_s += seconds_since(t0);
-            return false;
-          }
+          op.stats.comm_s += seconds_since(t0);
+          if (!done) return false;
         }
         op.nreqs = 0;
-        op.stats.comm_s += seconds_since(t0);
+        close_wire(op);
       }
       guarded(op, [&] { op.finished = next(op); });
     }

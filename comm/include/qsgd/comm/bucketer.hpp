@@ -18,12 +18,25 @@
 // The random-rounding key of a bucket is (seed, step, rank, first tensor id
 // of the bucket); error messages name that tensor id.
 //
+// Progress: MPI moves bytes only inside MPI calls (Open MPI has no
+// asynchronous progress for TCP or shared memory). With
+// BucketerConfig::progress_thread, a background thread polls the network
+// side of every operation in flight (MPI_Testsome / MPI_Testall, the ring's
+// additions) every `poll_us` microseconds, so transfers advance while
+// backward computes; phases that run kernels (decode, requantize) stay on
+// the calling thread, in progress() and wait(). Needs MPI_THREAD_MULTIPLE;
+// the thread and the caller serialize on one mutex. Without it, progress is
+// made only in push(), progress() and wait() (call progress() from every
+// layer hook).
+//
 // Collective discipline: plan() is collective (it checks that every rank
 // registered the same sizes), and all ranks must push tensors in the same
 // order, so that buckets start in the same order everywhere.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "qsgd/comm/exchange.hpp"
@@ -33,16 +46,25 @@ namespace qsgd::comm {
 struct BucketerConfig {
   std::size_t fusion_bytes = std::size_t(32) << 20;  // largest bucket in fp32 bytes, padding included
   std::uint64_t layer_filter = 10000;                // fewer elements than this: dense exchange
+  bool progress_thread = false;                      // see "Progress" above
+  unsigned poll_us = 100;                            // polling period of the progress thread
 };
 
 // Sums over the operations a step completed (both exchanges), for traces.
+//   blocked_s: time blocked in MPI waits (exposed communication);
+//   network_s: length of the union of the operations' network intervals
+//     (OpStats): time during which some bytes of the step could be moving.
+//   network_s - blocked_s is communication that ran under other work.
 struct StepTotals {
-  double quantize_s = 0, encode_s = 0, comm_s = 0, decode_s = 0, total_s = 0;
+  double quantize_s = 0, encode_s = 0, requantize_s = 0, comm_s = 0, blocked_s = 0, decode_s = 0, total_s = 0;
+  double network_s = 0;
   std::uint64_t encoded_bytes = 0;  // this rank's first-stage messages (fp32 bytes for dense buckets)
   std::uint64_t wire_bytes = 0;     // as OpStats::wire_bytes, summed
   std::uint64_t elements = 0;       // elements exchanged, bucket padding included
   std::uint32_t operations = 0;
 };
+
+struct PollThread;  // bucketer.cpp
 
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Bucketer {
@@ -61,9 +83,15 @@ class Bucketer {
     std::uint32_t pushed = 0;
     bool started = false;
     bool done = false;
+    // This step's times (steady-clock seconds): start() called, first byte
+    // posted, completion observed; posted/done are NaN when nothing was sent.
+    double t_start = 0, t_posted = 0, t_done = 0;
   };
 
   Bucketer(Exchange<ExecSpace>& compressed, Exchange<ExecSpace>& dense, const BucketerConfig& cfg = {});
+  ~Bucketer();
+  Bucketer(const Bucketer&) = delete;
+  Bucketer& operator=(const Bucketer&) = delete;
 
   // Registers the next tensor (backward order); returns its id (0, 1, ...).
   std::uint32_t add(std::uint64_t n);
@@ -90,6 +118,7 @@ class Bucketer {
  private:
   Exchange<ExecSpace>& exchange_for(const Bucket& b) { return b.compressed ? compressed_ : dense_; }
   void finish(Bucket& b);
+  void poll_loop();
 
   Exchange<ExecSpace>& compressed_;
   Exchange<ExecSpace>& dense_;
@@ -102,6 +131,8 @@ class Bucketer {
   std::uint64_t step_ = 0;
   bool planned_ = false;
   StepTotals totals_;
+  std::vector<std::pair<double, double>> intervals_;  // this step's network intervals
+  std::unique_ptr<PollThread> poller_;
 };
 
 }  // namespace qsgd::comm

@@ -58,6 +58,20 @@ enum class StrategyKind : std::uint8_t {
 std::string to_string(StrategyKind k);  // "allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce"
 StrategyKind parse_strategy(const std::string& name);  // throws qsgd::Error(invalid_argument)
 
+// How the strategies move their bytes (docs/exchange.md, "Transports").
+// Numeric values enter the configuration hash: never renumber.
+enum class Transport : std::uint8_t {
+  ring = 0,     // the suite's point-to-point schedules: pipelined ring allreduce
+                // (allreduce, allreduce16), ring allgather of variable-length
+                // messages (allgather, scatter-reduce's second stage), pairwise
+                // exchange (scatter-reduce's first stage); data are posted by
+                // start(), with no size round trip before them
+  library = 1,  // the MPI library's non-blocking collectives (MPI_Iallreduce,
+                // MPI_Iallgatherv, ...), after a metadata collective
+};
+std::string to_string(Transport t);                // "ring", "library"
+Transport parse_transport(const std::string& name);  // throws qsgd::Error(invalid_argument)
+
 // What an exchange does when it meets an error (corrupt message, non-finite
 // gradient, ranks that disagree on sizes).
 enum class ErrorPolicy : std::uint8_t {
@@ -93,6 +107,14 @@ struct ExchangeConfig {
   int server = 0;          // param_server: the server's rank (it is also a worker)
   ErrorPolicy on_error = ErrorPolicy::automatic;
   FaultInjection fault = {};  // make_exchange() also reads QSGD_FAULT_INJECT when this is disabled
+  // Transport. param-server always uses the library's collectives.
+  Transport transport = Transport::ring;
+  // Ring allreduce: segment size of the pipeline (all ranks must agree) and
+  // receives in flight per operation. Neither changes the result's bits.
+  // 4 MiB x 8 keeps 32 MiB in flight: enough to fill a shaped 1 Gbit/s link
+  // whose queue holds up to 100 ms (docs/exchange.md, "Transports").
+  std::uint64_t segment_bytes = std::uint64_t(4) << 20;
+  std::uint32_t window = 8;
 };
 
 // Hash of everything in `cfg` that all ranks must agree on, plus the rank count.
@@ -105,15 +127,30 @@ std::string describe(const ExchangeConfig& cfg);
 //   receives 2(K-1)/K of the vector; allgatherv / alltoallv / gatherv /
 //   bcast: what is addressed to this rank from other ranks), including the
 //   8-byte size words. Formulas per strategy: docs/exchange.md.
+//
+// Times (docs/traces.md has how the trainer combines them):
+//   blocked_s: inside blocking MPI waits, i.e. waiting for the network. Only
+//     wait() blocks, so this is the operation's exposed communication. It is
+//     exactly 0 when nothing is communicated (one rank).
+//   comm_s: every other MPI call (posting, testing) and host staging copies.
+//   network intervals: from each phase's first post to the moment its
+//     completion was observed (by test(), progress() or wait()): when bytes
+//     of this operation could be on the wire.
 struct OpStats {
+  static constexpr int max_intervals = 4;
   std::uint64_t n = 0;
   std::uint64_t step = 0;
   std::uint32_t tensor = 0;
   double quantize_s = 0;                // stochastic rounding (0 where the codec fuses it into encode_s)
   double encode_s = 0;                  // wire code and checksum; 16-bit: conversion
-  double comm_s = 0;                    // inside MPI calls (posting, test, wait) and host staging
-  double decode_s = 0;                  // checksum, decode, accumulate, final scaling
+  double requantize_s = 0;              // second-stage quantize + encode (server, chunk owner)
+  double comm_s = 0;                    // MPI calls that do not block, host staging
+  double blocked_s = 0;                 // blocking MPI waits: exposed communication
+  double decode_s = 0;                  // checksum, decode, accumulate (ring additions included), final scaling
   double total_s = 0;                   // start() to the end of wait()
+  int intervals = 0;                    // network intervals, steady-clock seconds (time_since_epoch)
+  double net_begin[max_intervals] = {};
+  double net_end[max_intervals] = {};
   bool fused_quantize = false;          // quantize_s is inside encode_s
   std::uint64_t encoded_bytes = 0;      // bytes this rank's first-stage messages take (all its chunks)
   std::uint64_t requantized_bytes = 0;  // bytes of the requantized message this rank made (server, chunk owner)
@@ -163,6 +200,11 @@ class Exchange {
   virtual void wait(Handle h) = 0;
   // Advances every operation in flight without blocking.
   virtual void progress() = 0;
+  // Advances only the network side of the operations in flight (tests
+  // requests, runs the ring's additions; never a kernel, never a new phase):
+  // what a progress thread may call while the caller computes. Not
+  // thread-safe against the other members: serialize the calls.
+  virtual void poll() = 0;
   // Blocking form: start + wait.
   void average(const const_values_view& grad, const values_view& out, std::uint32_t tensor, std::uint64_t step) {
     wait(start(grad, out, tensor, step));

@@ -1,0 +1,167 @@
+#pragma once
+// Point-to-point schedules: the "ring" transport of the exchange strategies
+// (docs/exchange.md, "Transports").
+//
+// Open MPI's allreduce over TCP ran at 0.3 of the link here (its non-blocking
+// form, libnbc, is not governed by the coll_tuned algorithm choice at all),
+// while a ring of point-to-point messages runs at the link's rate. These
+// schedules are that ring, written once and driven by the phase machine of
+// exchange_base.hpp:
+//
+//   RingReduce     bandwidth-optimal allreduce of a host buffer: a ring
+//                  reduce-scatter then a ring allgather, each block cut into
+//                  segments that are pipelined (a segment is forwarded as soon
+//                  as it is reduced; `window` receives in flight).
+//   RingAllgather  every rank's variable-length message to every rank: K-1
+//                  steps, each rank forwards the message it received in the
+//                  step before. Receivers post buffers of the largest size a
+//                  message may have and learn the true size from the status,
+//                  so no size round trip precedes the data.
+//   Exchange       pairwise: rank j receives slot j of every rank (the
+//                  scatter stage of scatter-reduce), all messages posted at
+//                  once.
+//
+// All three run on host memory (the caller stages device data), post
+// everything they can without blocking, and are advanced by advance(): it
+// tests (or, with block, waits for) completed requests and posts what their
+// completion enables. Time inside a blocking wait is `blocked` time; the
+// rest of the MPI calls' time is `call` time; reductions are `reduce` time.
+// Each operation runs on its own communicator (exchange_base.hpp), so the
+// tags only have to be unique within a schedule.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace qsgd::comm::detail {
+
+// Times a schedule accumulates, in seconds.
+struct ScheduleTimes {
+  double blocked = 0;  // inside MPI_Waitsome: waiting for the network
+  double call = 0;     // inside the other MPI calls (posting, testing)
+  double reduce = 0;   // applying the reduction to received segments
+  std::uint64_t received_bytes = 0;
+};
+
+// Requests of one schedule and what each one was for.
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  // Advances; with `block`, until the schedule is finished. True when finished.
+  bool advance(bool block, ScheduleTimes& t);
+  bool finished() const { return pending_ == 0 && done(); }
+
+ protected:
+  using Clock = std::chrono::steady_clock;
+  static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+  void reset_requests(MPI_Comm comm);
+  void post_send(const void* buf, std::size_t bytes, int dest, int tag, std::uint64_t id);
+  void post_recv(void* buf, std::size_t bytes, int source, int tag, std::uint64_t id);
+  // A request completed; `bytes` received (0 for sends).
+  virtual void on_send(std::uint64_t id) = 0;
+  virtual void on_recv(std::uint64_t id, std::size_t bytes) = 0;
+  virtual bool done() const = 0;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  ScheduleTimes* times_ = nullptr;  // valid inside advance() and the posting calls of start()
+
+ private:
+  std::uint32_t slot();
+  std::vector<MPI_Request> reqs_;
+  std::vector<std::uint64_t> ids_;    // id of each slot's request; bit 63: receive
+  std::vector<std::uint32_t> free_;   // free slots
+  std::vector<int> index_;
+  std::vector<MPI_Status> status_;
+  std::size_t pending_ = 0;
+};
+
+// In-place sum of `count` elements: inout[i] = in[i] + inout[i].
+using ReduceFn = void (*)(const void* in, void* inout, std::size_t count);
+
+// Pipelined ring allreduce (reduce-scatter + allgather) over a host buffer.
+// The sum of element i is formed on one rank, in ring order starting at the
+// rank that owns block i's first send, and copied to the others: identical
+// bits on every rank, and the same bits whatever the segment size.
+class RingReduce final : public Schedule {
+ public:
+  // Posts the first segments. buf holds n elements of elem_size bytes.
+  void start(MPI_Comm comm, int rank, int ranks, void* buf, std::size_t n, std::size_t elem_size, ReduceFn fn,
+             std::size_t segment_bytes, std::size_t window, ScheduleTimes& t);
+
+ private:
+  void on_send(std::uint64_t id) override;
+  void on_recv(std::uint64_t id, std::size_t bytes) override;
+  bool done() const override { return sends_done_ == total_ && recvs_done_ == total_; }
+
+  int block_sent(std::size_t step) const;
+  int block_received(std::size_t step) const;
+  std::pair<std::size_t, std::size_t> segment(int block, std::size_t j) const;  // element offset, count
+  void send(std::size_t m);
+  void post_receives();
+
+  int rank_ = 0, ranks_ = 1;
+  char* buf_ = nullptr;
+  std::size_t n_ = 0, elem_ = 4, segs_ = 1, total_ = 0, window_ = 1, seg_cap_ = 0;
+  ReduceFn fn_ = nullptr;
+  std::vector<std::size_t> lo_;       // block b is elements [lo_[b], lo_[b + 1])
+  std::vector<char> sent_;            // per message: its send completed
+  std::vector<std::size_t> slot_of_;  // per reduce-scatter message in flight: its staging slot
+  std::vector<std::size_t> free_slots_;
+  std::vector<char> staging_;         // window_ segments of seg_cap_ bytes
+  std::size_t next_recv_ = 0, recvs_in_flight_ = 0, sends_done_ = 0, recvs_done_ = 0;
+};
+
+// Ring allgather of variable-length messages. Slot r of `recv` (offset
+// offsets[r], capacity caps[r] bytes) receives rank r's message; this rank's
+// own message is read from `own` and not copied into its slot. sizes()[r] is
+// the received length (own: own_bytes).
+class RingAllgather final : public Schedule {
+ public:
+  void start(MPI_Comm comm, int rank, int ranks, const void* own, std::size_t own_bytes, void* recv,
+             const std::vector<std::size_t>& offsets, const std::vector<std::size_t>& caps, ScheduleTimes& t);
+  const std::vector<std::size_t>& sizes() const { return sizes_; }
+
+ private:
+  void on_send(std::uint64_t) override { ++sends_done_; }
+  void on_recv(std::uint64_t id, std::size_t bytes) override;
+  bool done() const override { return sends_done_ + 1 == static_cast<std::size_t>(ranks_) && recvs_done_ + 1 == static_cast<std::size_t>(ranks_); }
+  int origin(std::size_t step) const { return ((rank_ - static_cast<int>(step) - 1) % ranks_ + ranks_) % ranks_; }
+
+  int rank_ = 0, ranks_ = 1;
+  char* recv_ = nullptr;
+  const std::vector<std::size_t>* offsets_ = nullptr;
+  std::vector<std::size_t> sizes_;
+  std::size_t sends_done_ = 0, recvs_done_ = 0;
+};
+
+// Pairwise exchange: this rank sends send[offsets_out[j], +bytes_out[j]) to
+// rank j and receives rank j's message into recv slot j (offset offsets_in[j],
+// capacity caps_in[j]), for every j != rank. sizes()[j] is the received length.
+class PairwiseExchange final : public Schedule {
+ public:
+  void start(MPI_Comm comm, int rank, int ranks, const void* send, const std::vector<std::size_t>& offsets_out,
+             const std::vector<std::size_t>& bytes_out, void* recv, const std::vector<std::size_t>& offsets_in,
+             const std::vector<std::size_t>& caps_in, ScheduleTimes& t);
+  const std::vector<std::size_t>& sizes() const { return sizes_; }
+
+ private:
+  void on_send(std::uint64_t) override { ++sends_done_; }
+  void on_recv(std::uint64_t id, std::size_t bytes) override {
+    sizes_[id] = bytes;
+    ++recvs_done_;
+  }
+  bool done() const override { return sends_done_ + 1 == static_cast<std::size_t>(ranks_) && recvs_done_ + 1 == static_cast<std::size_t>(ranks_); }
+
+  int ranks_ = 1;
+  std::vector<std::size_t> sizes_;
+  std::size_t sends_done_ = 0, recvs_done_ = 0;
+};
+
+}  // namespace qsgd::comm::detail
