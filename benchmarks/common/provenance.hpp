@@ -4,6 +4,8 @@
 // output"); Google Benchmark adds host name, date and CPU itself.
 
 #include <Kokkos_Core.hpp>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,9 +30,41 @@ inline std::string cuda_version() {
 #endif
 }
 
+// The CPU this ran on: model name, and the SIMD-relevant flags it lists
+// (machines of one kind differ: record them with every result).
+inline std::pair<std::string, std::string> cpu_model_and_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown", flags;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model == "unknown") model = value;
+    if (key == "flags" && flags.empty()) {
+      std::istringstream words(value);
+      std::string w;
+      for (const char* want : {"sse4_2", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl",
+                               "avx512_vbmi", "gfni", "vpclmulqdq", "pclmulqdq", "sha_ni"}) {
+        words.clear();
+        words.seekg(0);
+        while (words >> w)
+          if (w == want) {
+            flags += (flags.empty() ? "" : " ") + w;
+            break;
+          }
+      }
+    }
+  }
+  return {model, flags};
+}
+
 inline KeyValues provenance() {
   using Exec = Kokkos::DefaultExecutionSpace;
+  const auto [cpu_model, cpu_flags] = cpu_model_and_flags();
   return {
+      {"cpu_model", cpu_model},
+      {"cpu_simd_flags", cpu_flags},
       {"qsgd_git_hash", build::git_hash},
       {"qsgd_build_type", build::build_type},
       {"compiler", std::string(build::cxx_compiler) + " (" + __VERSION__ + ")"},

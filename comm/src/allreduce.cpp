@@ -16,7 +16,10 @@
 // MPI_Iallreduce; its sums run in ring order (element i of block b is summed
 // starting at rank b), independent of the segment size and of n's effect on
 // the library's algorithm choice, so fused buckets and per-tensor exchanges
-// agree bitwise whenever the block boundaries do.
+// agree bitwise whenever the block boundaries do. The ring reads grad in
+// place and writes out directly, and each block's owner applies the x (1/K)
+// before the allgather: out <- grad and the scaling pass are not needed (the
+// same operations on the same values, so the same bits).
 // Staging: reductions run through a host buffer when the memory space is not
 // host-accessible (libnbc and the ring apply operators on the host).
 // wire_bytes = 2 (K-1)/K * 4n (ring reduce-scatter + allgather).
@@ -34,10 +37,18 @@ void scale(const E& exec, const View& x, std::uint64_t n, float w) {
       KOKKOS_LAMBDA(std::uint64_t i) { x(i) = qsgd::detail::mul_rn(x(i), w); });
 }
 
-inline void ring_sum_f32(const void* in, void* inout, std::size_t n) {
+// out may alias own (in place), so no __restrict on them.
+inline void ring_sum_f32(const void* in, const void* own, void* out, std::size_t n) {
   const float* __restrict a = static_cast<const float*>(in);
-  float* __restrict b = static_cast<float*>(inout);
-  for (std::size_t i = 0; i < n; ++i) b[i] = a[i] + b[i];
+  const float* b = static_cast<const float*>(own);
+  float* o = static_cast<float*>(out);
+  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+}
+
+// The final x (1/K), applied by the block's owner before the ring allgather.
+inline void ring_scale_f32(void* data, std::size_t n, float w) {
+  float* x = static_cast<float*>(data);
+  for (std::size_t i = 0; i < n; ++i) x[i] = qsgd::detail::mul_rn(x[i], w);
 }
 
 namespace {
@@ -55,14 +66,24 @@ class Allreduce final : public ExchangeBase<E> {
     const int K = this->ranks();
     const int count = this->as_count(op.n, "allreduce");
     const auto out = Kokkos::subview(op.out, Kokkos::make_pair<std::uint64_t>(0, op.n));
+    op.stats.encoded_bytes = op.n * 4;
+    op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * op.n * 4 / static_cast<std::uint64_t>(K);
+    if (this->ring() && !this->local() && !this->stage_reductions_) {
+      // The ring reads the gradient where it is and writes every element of
+      // out, already scaled: no copy before, no pass after.
+      op.phase = 2;
+      this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
+        op.ring.start(op.comm.get(), this->rank(), K, op.grad.data(), op.out.data(), op.n, sizeof(float),
+                      &ring_sum_f32, &ring_scale_f32, this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t);
+      });
+      return;
+    }
     if (op.out.data() != op.grad.data()) {
       const auto t0 = Clock::now();
       Kokkos::deep_copy(this->exec_, out, Kokkos::subview(op.grad, Kokkos::make_pair<std::uint64_t>(0, op.n)));
       this->exec_.fence();
       op.stats.encode_s += seconds_since(t0);
     }
-    op.stats.encoded_bytes = op.n * 4;
-    op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * op.n * 4 / static_cast<std::uint64_t>(K);
     op.phase = 1;
     if (this->local()) return;
     const auto t0 = Clock::now();
@@ -76,8 +97,8 @@ class Allreduce final : public ExchangeBase<E> {
     op.stats.comm_s += seconds_since(t0);
     if (this->ring()) {
       this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
-        op.ring.start(op.comm.get(), this->rank(), K, ptr, op.n, sizeof(float), &ring_sum_f32,
-                      this->cfg_.segment_bytes, this->cfg_.window, t);
+        op.ring.start(op.comm.get(), this->rank(), K, ptr, ptr, op.n, sizeof(float), &ring_sum_f32, &ring_scale_f32,
+                      this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t);
       });
       return;
     }
@@ -87,6 +108,7 @@ class Allreduce final : public ExchangeBase<E> {
   }
 
   bool next(OpT& op) override {
+    if (op.phase == 2) return true;  // unstaged ring: out is complete and scaled
     const auto out = Kokkos::subview(op.out, Kokkos::make_pair<std::uint64_t>(0, op.n));
     if (this->stage_reductions_ && !this->local()) {
       const auto t0 = Clock::now();
@@ -94,7 +116,7 @@ class Allreduce final : public ExchangeBase<E> {
                                  reinterpret_cast<const float*>(op.send.mpi()), op.n));
       op.stats.comm_s += seconds_since(t0);
     }
-    if (this->ranks() > 1) {
+    if (this->ranks() > 1 && !this->ring()) {  // the staged ring scaled on the host already
       const auto t0 = Clock::now();
       scale(this->exec_, op.out, op.n, this->weight());
       this->exec_.fence();

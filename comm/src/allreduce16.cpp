@@ -43,10 +43,11 @@ void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
 
 // The same operator for the ring transport.
 template <bool Half>
-void ring_sum16(const void* in, void* inout, std::size_t n) {
+void ring_sum16(const void* in, const void* own, void* out, std::size_t n) {
   const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (std::size_t i = 0; i < n; ++i) b[i] = to16<Half>(qsgd::detail::add_rn(from16<Half>(a[i]), from16<Half>(b[i])));
+  const auto* b = static_cast<const std::uint16_t*>(own);
+  auto* o = static_cast<std::uint16_t*>(out);
+  for (std::size_t i = 0; i < n; ++i) o[i] = to16<Half>(qsgd::detail::add_rn(from16<Half>(a[i]), from16<Half>(b[i])));
 }
 
 // h[i] = round16(g[i] * w); returns the first index whose result is not
@@ -152,8 +153,9 @@ class Allreduce16 final : public ExchangeBase<E> {
     op.stats.comm_s += seconds_since(t0);
     if (this->ring()) {
       this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
-        op.ring.start(op.comm.get(), this->rank(), K, op.send.mpi(), op.n, sizeof(std::uint16_t),
-                      half_ ? &ring_sum16<true> : &ring_sum16<false>, this->cfg_.segment_bytes, this->cfg_.window, t);
+        op.ring.start(op.comm.get(), this->rank(), K, op.send.mpi(), op.send.mpi(), op.n, sizeof(std::uint16_t),
+                      half_ ? &ring_sum16<true> : &ring_sum16<false>, nullptr, 1.0f, this->cfg_.segment_bytes,
+                      this->cfg_.window, t);
       });
       return;
     }

@@ -108,16 +108,20 @@ bool Schedule::advance(bool block, ScheduleTimes& t) {
 // an allgather receive overwrites the region this rank sent at step t, so it
 // is posted only once that send has completed.
 
-void RingReduce::start(MPI_Comm comm, int rank, int ranks, void* buf, std::size_t n, std::size_t elem_size,
-                       ReduceFn fn, std::size_t segment_bytes, std::size_t window, ScheduleTimes& t) {
+void RingReduce::start(MPI_Comm comm, int rank, int ranks, const void* own, void* buf, std::size_t n,
+                       std::size_t elem_size, ReduceFn fn, FinishFn finish, float finish_arg,
+                       std::size_t segment_bytes, std::size_t window, ScheduleTimes& t) {
   reset_requests(comm);
   times_ = &t;
   rank_ = rank;
   ranks_ = ranks;
+  own_ = static_cast<const char*>(own);
   buf_ = static_cast<char*>(buf);
   n_ = n;
   elem_ = elem_size;
   fn_ = fn;
+  finish_ = finish;
+  finish_arg_ = finish_arg;
   window_ = std::max<std::size_t>(window, 1);
   lo_.resize(static_cast<std::size_t>(ranks) + 1);
   for (int b = 0; b <= ranks; ++b)
@@ -165,7 +169,8 @@ std::pair<std::size_t, std::size_t> RingReduce::segment(int block, std::size_t j
 void RingReduce::send(std::size_t m) {
   const std::size_t step = m / segs_, j = m % segs_;
   const auto [off, cnt] = segment(block_sent(step), j);
-  post_send(buf_ + off * elem_, cnt * elem_, (rank_ + 1) % ranks_, static_cast<int>(m), m);
+  const char* src = step == 0 ? own_ : buf_;  // step 0 sends this rank's own block, unreduced
+  post_send(src + off * elem_, cnt * elem_, (rank_ + 1) % ranks_, static_cast<int>(m), m);
 }
 
 void RingReduce::post_receives() {
@@ -205,7 +210,8 @@ void RingReduce::on_recv(std::uint64_t id, std::size_t bytes) {
   ++recvs_done_;
   if (step < static_cast<std::size_t>(ranks_ - 1)) {
     const auto t0 = Clock::now();
-    fn_(staging_.data() + slot_of_[m] * seg_cap_, buf_ + off * elem_, cnt);
+    fn_(staging_.data() + slot_of_[m] * seg_cap_, own_ + off * elem_, buf_ + off * elem_, cnt);
+    if (finish_ != nullptr && step + 2 == static_cast<std::size_t>(ranks_)) finish_(buf_ + off * elem_, cnt, finish_arg_);
     times_->reduce += since(t0);
     free_slots_.push_back(slot_of_[m]);
   }

@@ -82,18 +82,25 @@ class Schedule {
   std::size_t pending_ = 0;
 };
 
-// In-place sum of `count` elements: inout[i] = in[i] + inout[i].
-using ReduceFn = void (*)(const void* in, void* inout, std::size_t count);
+// Sum of `count` elements: out[i] = in[i] + own[i] (own may equal out).
+using ReduceFn = void (*)(const void* in, const void* own, void* out, std::size_t count);
+// Applied in place to a fully reduced segment before it is sent around, with
+// the argument given to start() (the final x 1/K), or nullptr.
+using FinishFn = void (*)(void* data, std::size_t count, float arg);
 
-// Pipelined ring allreduce (reduce-scatter + allgather) over a host buffer.
+// Pipelined ring allreduce (reduce-scatter + allgather) over host buffers.
 // The sum of element i is formed on one rank, in ring order starting at the
-// rank that owns block i's first send, and copied to the others: identical
-// bits on every rank, and the same bits whatever the segment size.
+// rank that owns block i's first send, finished there (FinishFn) and copied
+// to the others: identical bits on every rank, and the same bits whatever the
+// segment size. `own` (this rank's contribution) is read, never written, and
+// may be `buf` (in place); every element of `buf` is written. With a
+// separate `own`, no copy into `buf` and no final pass over it are needed.
 class RingReduce final : public Schedule {
  public:
-  // Posts the first segments. buf holds n elements of elem_size bytes.
-  void start(MPI_Comm comm, int rank, int ranks, void* buf, std::size_t n, std::size_t elem_size, ReduceFn fn,
-             std::size_t segment_bytes, std::size_t window, ScheduleTimes& t);
+  // Posts the first segments. own and buf hold n elements of elem_size bytes.
+  void start(MPI_Comm comm, int rank, int ranks, const void* own, void* buf, std::size_t n, std::size_t elem_size,
+             ReduceFn fn, FinishFn finish, float finish_arg, std::size_t segment_bytes, std::size_t window,
+             ScheduleTimes& t);
 
  private:
   void on_send(std::uint64_t id) override;
@@ -107,9 +114,12 @@ class RingReduce final : public Schedule {
   void post_receives();
 
   int rank_ = 0, ranks_ = 1;
+  const char* own_ = nullptr;
   char* buf_ = nullptr;
   std::size_t n_ = 0, elem_ = 4, segs_ = 1, total_ = 0, window_ = 1, seg_cap_ = 0;
   ReduceFn fn_ = nullptr;
+  FinishFn finish_ = nullptr;
+  float finish_arg_ = 1.0f;
   std::vector<std::size_t> lo_;       // block b is elements [lo_[b], lo_[b + 1])
   std::vector<char> sent_;            // per message: its send completed
   std::vector<std::size_t> slot_of_;  // per reduce-scatter message in flight: its staging slot

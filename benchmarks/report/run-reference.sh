@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Re-measures the raw results behind the README's tables into
+# results/reference/<table>/ (one folder per table, each replaced whole:
+# tables never mix runs), then regenerates the README's tables from them.
+#
+#   benchmarks/report/run-reference.sh [TABLE ...]
+#     codecs          qsgd-codec-report --json, n = 2^20 (~1 min)
+#     kernels         qsgd-bench-kernels at n = 2^24, one core, 5 repetitions (~3 min)
+#     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
+#                     links, both transports, and PyTorch's gloo allreduce (~10 min)
+#     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
+#     sweep           the main job's default sweep (cmake/run-main.sh) (~6 min)
+#     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds (hours; resumable:
+#                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
+#   (default: all but tta)
+# Needs root (network namespaces), the release build and PyTorch
+# (cmake/install-deps.sh --python --torch). Run on an otherwise idle machine:
+# the numbers are timings.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+ref="$root/results/reference"
+bin="$root/build/release/benchmarks"
+net="$root/benchmarks/scaling/netlab.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
+tables=("$@")
+[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep)
+
+fresh() {  # fresh NAME: an empty folder for one table, with its command recorded
+  rm -rf "${ref:?}/$1"
+  mkdir -p "$ref/$1"
+  echo "benchmarks/report/run-reference.sh $1  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD)" \
+    > "$ref/$1/COMMAND"
+}
+
+ceiling_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ceiling"]["GBps"])' "$1"; }
+
+for t in "${tables[@]}"; do
+  case "$t" in
+    codecs)
+      fresh "$t"
+      "$bin/qsgd-codec-report" --json > "$ref/$t/report.json" ;;
+    kernels)
+      fresh "$t"
+      rc=0  # 3: a target missed, which the table shows; anything else is a failure
+      benchmarks/kernels/run_targets.sh build/release "$ref/$t/kernels.json" > "$ref/$t/targets.txt" || rc=$?
+      cat "$ref/$t/targets.txt"
+      [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "run-reference: run_targets.sh failed ($rc)" >&2; exit "$rc"; } ;;
+    exchange-1gbit)
+      fresh "$t"
+      for k in 2 4; do
+        "$net" --nodes "$k" --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
+          --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed \
+          -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
+        c=$(ceiling_of "$ref/$t/K$k.json")
+        # The same gradient: 20,971,520 elements, 80 MiB in fp32, 40 MiB in fp16.
+        for dt in fp32:80M fp16:40M; do
+          "$net" --nodes "$k" --rate 1gbit -- "$root/benchmarks/exchange/gloo-allreduce" --bytes "${dt#*:}" \
+            --dtype "${dt%:*}" --warmup 1 --iters 10 --ceiling-gbps "$c" -o "$ref/$t/gloo-K$k-${dt%:*}.json" \
+            | tee -a "$ref/$t/K$k.txt"
+        done
+      done ;;
+    exchange-shm)
+      fresh "$t"
+      for k in 2 4; do
+        mpirun -np "$k" --oversubscribe --bind-to none "$bin/qsgd-bench-exchange" -b 4M -e 64M -f 4 -w 2 -n 10 \
+          --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed \
+          -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
+      done ;;
+    sweep)
+      fresh "$t"
+      cmake/run-main.sh --out "$ref/$t" --no-plots ;;
+    tta)
+      mkdir -p "$ref/$t"
+      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;
+    *) echo "run-reference: unknown table '$t'" >&2; exit 2 ;;
+  esac
+done
+benchmarks/report/qsgd-tables --update README.md
