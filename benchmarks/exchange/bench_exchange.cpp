@@ -8,8 +8,9 @@
 // median, min and p99 over the iterations (raw samples in the JSON file).
 // Derived columns (docs/exchange.md has the definitions):
 //   algbw      = 4 n / median time                     (fp32 bytes averaged per second)
-//   busbw      = algbw x 2(K-1)/K for the allreduce rows (nccl-tests' bus
-//                bandwidth: what each rank's link carries), '-' elsewhere
+//   busbw      = allreduce rows: bytes of the reduced type (4n, or 2n for
+//                allreduce16) / median x 2(K-1)/K (nccl-tests' bus bandwidth:
+//                what each rank's link carries), '-' elsewhere
 //   wire B     = bytes received per rank per operation, bandwidth-optimal schedule,
 //                mean over iterations, maximum over ranks (the bottleneck rank)
 //   bits/dim   = 8 x bytes of a rank's first-stage messages / n, mean over ranks and iterations
@@ -434,9 +435,12 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
 
 bool is_allreduce(StrategyKind k) { return k == StrategyKind::allreduce || k == StrategyKind::allreduce16; }
 
-// nccl-tests' bus bandwidth of an allreduce: algbw x 2(K-1)/K.
+// nccl-tests' bus bandwidth of an allreduce: (bytes of the reduced data type
+// per second) x 2(K-1)/K; 2 bytes per element for the 16-bit allreduce.
 double busbw(const Row& r, int ranks) {
-  return is_allreduce(r.v.strategy) ? 4.0 * r.n / r.median / 1e9 * 2.0 * (ranks - 1) / ranks : NAN;
+  if (!is_allreduce(r.v.strategy)) return NAN;
+  const double elem = r.v.strategy == StrategyKind::allreduce16 ? 2.0 : 4.0;
+  return elem * r.n / r.median / 1e9 * 2.0 * (ranks - 1) / ranks;
 }
 
 // Median time over the time the row's wire bytes take at the link ceiling.

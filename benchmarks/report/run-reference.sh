@@ -69,7 +69,7 @@ for t in "${tables[@]}"; do
       done ;;
     sweep)
       fresh "$t"
-      cmake/run-main.sh --out "$ref/$t" --no-plots ;;
+      cmake/run-main.sh --out "$ref/$t" ;;
     tta)
       mkdir -p "$ref/$t"
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;

@@ -225,7 +225,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
             op.schedule = nullptr;
             close_wire(op);
           }
-        } catch (const std::runtime_error& e) {
+        } catch (const std::exception& e) {  // raised on the caller's thread by its next drive()
           op.poll_error = e.what();
         }
         op.stats.comm_s += t.call;
