@@ -86,7 +86,6 @@ bool Schedule::advance(bool block, ScheduleTimes& t) {
       if (id & recv_bit) {
         int bytes = 0;
         MPI_Get_count(&status_[static_cast<std::size_t>(k)], MPI_BYTE, &bytes);
-        t.received_bytes += static_cast<std::uint64_t>(bytes);
         on_recv(id & ~recv_bit, static_cast<std::size_t>(bytes));
       } else {
         on_send(id);

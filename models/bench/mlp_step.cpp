@@ -15,6 +15,8 @@
 
 #include <sched.h>
 
+#include "qsgd_git_hash.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <new>
@@ -271,7 +273,7 @@ int main(int argc, char** argv) {
     std::ostringstream js;
     js.precision(9);
     js << "{\n  \"schema_version\": 1,\n  \"benchmark\": \"mlp_step\",\n  \"implementation\": \"qsgd::models\",\n";
-    js << "  \"context\": {\"git_hash\": \"" << QSGD_GIT_HASH << "\", \"build_type\": \"" << QSGD_BUILD_TYPE
+    js << "  \"context\": {\"git_hash\": \"" << qsgd::bench::build::git_hash << "\", \"build_type\": \"" << QSGD_BUILD_TYPE
        << "\", \"kokkos_version\": " << KOKKOS_VERSION << ", \"kokkos_backend\": \""
        << m::ExecSpace::name() << "\", \"blas\": \"" << json_escape(blas_library())
        << "\", \"OPENBLAS_NUM_THREADS\": \"" << (obt ? obt : "") << "\", \"host\": \"" << json_escape(host)

@@ -46,7 +46,6 @@ struct ScheduleTimes {
   double blocked = 0;  // inside MPI_Waitsome: waiting for the network
   double call = 0;     // inside the other MPI calls (posting, testing)
   double reduce = 0;   // applying the reduction to received segments
-  std::uint64_t received_bytes = 0;
 };
 
 // Requests of one schedule and what each one was for.
