@@ -69,9 +69,9 @@ exchange:
   --bits B       paper convention: s = 2^B levels ("4-bit" = s 16)
   --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)
   --s S  --d D (512; 0 = one bucket)  --norm max|l2
-  --fusion-mb MB (32)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
+  --fusion-mb MB (8)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
   --transport ring|library (ring)  --segment-kb KB (4096)  --window N (8)
-  --progress thread|hooks (thread: a thread polls the network during backward)
+  --progress thread|hooks (thread: a thread polls the network during backward)  --poll-us US (100)
   --synthetic-backward-ms X (test hook: X ms of extra backward per gradient)
 evaluation:
   --eval-every STEPS (0 = at epoch ends)  --target-accuracy A (stop once reached; 0 = never)
@@ -146,7 +146,8 @@ Options parse_checked(int argc, char** argv) {
       const std::string v = val();
       if (v != "thread" && v != "hooks") bad("--progress must be thread or hooks");
       o.progress_thread = v == "thread";
-    } else if (a == "--synthetic-backward-ms") o.synthetic_backward_ms = to_double(a, val());
+    } else if (a == "--poll-us") o.poll_us = static_cast<unsigned>(to_uint(a, val()));
+    else if (a == "--synthetic-backward-ms") o.synthetic_backward_ms = to_double(a, val());
     else if (a == "--eval-every") o.eval_every = to_uint(a, val());
     else if (a == "--target-accuracy") o.target_accuracy = to_double(a, val());
     else if (a == "--trace") o.trace = val();
@@ -175,6 +176,7 @@ Options parse_checked(int argc, char** argv) {
   if (o.flush_every == 0) bad("--flush-every must be at least 1");
   if (o.resume && o.checkpoint.empty()) bad("--resume needs --checkpoint FILE");
   if (o.segment_kb == 0 || o.window == 0) bad("--segment-kb and --window must be at least 1");
+  if (o.poll_us == 0 || o.poll_us > 1000000) bad("--poll-us must be 1 to 1000000");
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
   comm::parse_strategy(o.strategy);  // throws on unknown names
@@ -227,7 +229,7 @@ std::string Options::to_json() const {
      << ",\"fusion_mb\":" << fusion_mb << ",\"layer_filter\":" << layer_filter
      << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"transport\":\"" << comm::to_string(transport)
      << "\",\"segment_kb\":" << segment_kb << ",\"window\":" << window
-     << ",\"progress\":\"" << (progress_thread ? "thread" : "hooks") << "\""
+     << ",\"progress\":\"" << (progress_thread ? "thread" : "hooks") << "\",\"poll_us\":" << poll_us
      << ",\"synthetic_backward_ms\":" << synthetic_backward_ms << ",\"eval_every\":" << eval_every
      << ",\"target_accuracy\":" << target_accuracy << ",\"label\":\"" << json_escape(label) << "\"}";
   return os.str();

@@ -34,13 +34,14 @@ struct Options {
   std::uint32_t s = 16, d = 512;
   Norm norm = Norm::max;
   std::string naming;                 // how s was given: "bits=4(paper)" etc., for the trace
-  std::size_t fusion_mb = 32;
+  std::size_t fusion_mb = 8;
   std::uint64_t layer_filter = 10000;
   bool overlap = true;
   comm::Transport transport = comm::Transport::ring;
   std::size_t segment_kb = 4096;      // ring pipeline segment
   std::uint32_t window = 8;           // ring receives in flight
   bool progress_thread = true;        // --progress thread|hooks
+  unsigned poll_us = 100;             // --poll-us: the progress thread's period
   double synthetic_backward_ms = 0;   // test hook: extra wall time per gradient hook
   // Evaluation.
   std::size_t eval_every = 0;         // steps between test-set evaluations; 0 = epoch ends only

@@ -173,6 +173,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   bc.fusion_bytes = o.fusion_mb << 20;
   bc.layer_filter = o.layer_filter;
   bc.progress_thread = o.progress_thread;
+  bc.poll_us = o.poll_us;
   qc::Bucketer<Exec> bucketer(*compressed, *dense, bc);
   for (const auto& t : tensors) bucketer.add(t.size);
   bucketer.plan();

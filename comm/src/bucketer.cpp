@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -13,10 +14,13 @@
 
 namespace qsgd::comm {
 
-// The progress thread and the lock it shares with the caller.
+// The progress thread and the lock it shares with the caller. The thread
+// sleeps on `wake` while no bucket is in flight, so it costs the forward pass
+// and the first layers of backward nothing.
 struct PollThread {
   std::mutex mutex;
-  std::atomic<bool> stop{false};
+  std::condition_variable wake;
+  bool stop = false;  // under mutex
   std::thread thread;
 };
 
@@ -43,26 +47,52 @@ Bucketer<E>::Bucketer(Exchange<E>& compressed, Exchange<E>& dense, const Buckete
     poller_ = std::make_unique<PollThread>();
     poller_->thread = std::thread([this] { poll_loop(); });
   }
+  // While wait() waits for one bucket, every other bucket in flight (of both
+  // exchanges) keeps moving: without this, a bucket's next ring step waited
+  // for the completion of whichever bucket the caller waited for first.
+  if (!comm.is_serial() && comm.size() > 1) {
+    auto idle = [this] {
+      double kernels = compressed_.progress();
+      if (&dense_ != &compressed_) kernels += dense_.progress();
+      return kernels;
+    };
+    compressed_.set_wait_idle(idle);
+    if (&dense_ != &compressed_) dense_.set_wait_idle(idle);
+  }
 }
 
 template <class E>
 Bucketer<E>::~Bucketer() {
+  compressed_.set_wait_idle({});
+  dense_.set_wait_idle({});
   if (!poller_) return;
-  poller_->stop = true;
+  {
+    std::lock_guard<std::mutex> lock(poller_->mutex);
+    poller_->stop = true;
+  }
+  poller_->wake.notify_one();
   poller_->thread.join();
 }
 
 template <class E>
 void Bucketer<E>::poll_loop() {
   const auto period = std::chrono::microseconds(cfg_.poll_us);
-  while (!poller_->stop.load(std::memory_order_relaxed)) {
-    {
-      std::lock_guard<std::mutex> lock(poller_->mutex);
-      compressed_.poll();
-      if (&dense_ != &compressed_) dense_.poll();
-    }
+  std::unique_lock<std::mutex> lock(poller_->mutex);
+  for (;;) {
+    poller_->wake.wait(lock, [this] { return poller_->stop || in_flight_ > 0; });
+    if (poller_->stop) return;
+    poll_all();
+    lock.unlock();
     std::this_thread::sleep_for(period);
+    lock.lock();
   }
+}
+
+template <class E>
+double Bucketer<E>::poll_all() {
+  double kernels = compressed_.poll();
+  if (&dense_ != &compressed_) kernels += dense_.poll();
+  return kernels;
 }
 
 template <class E>
@@ -167,6 +197,7 @@ void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
     b.t_start = detail::clock_seconds();
     b.handle = exchange_for(b).start(b.buffer, b.buffer, b.tensors.front(), step_);
     b.started = true;
+    if (++in_flight_ == 1 && poller_) poller_->wake.notify_one();
   }
 }
 
@@ -183,6 +214,7 @@ void Bucketer<E>::finish(Bucket& b) {
   Exchange<E>& ex = exchange_for(b);
   ex.wait(b.handle);
   b.done = true;
+  --in_flight_;
   const OpStats& st = ex.last_stats();
   totals_.quantize_s += st.quantize_s;
   totals_.encode_s += st.encode_s;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "p2p.hpp"
@@ -209,15 +210,23 @@ class ExchangeBase : public Exchange<ExecSpace> {
     release(op);
   }
 
-  void progress() override {
-    for (auto& s : slots_)
-      if (s->active && !s->finished) drive(*s, false);
-  }
-
-  void poll() override {
+  double progress() override {
+    double kernels = 0;
     for (auto& s : slots_) {
       OpT& op = *s;
-      if (!op.active || op.finished || !op.poll_error.empty()) continue;
+      if (!op.active || op.finished || &op == waiting_) continue;
+      const double k0 = kernel_seconds(op.stats);
+      drive(op, false);
+      kernels += kernel_seconds(op.stats) - k0;
+    }
+    return kernels;
+  }
+
+  double poll() override {
+    double kernels = 0;
+    for (auto& s : slots_) {
+      OpT& op = *s;
+      if (!op.active || op.finished || !op.poll_error.empty() || &op == waiting_) continue;
       if (op.schedule != nullptr) {
         ScheduleTimes t;
         try {
@@ -230,6 +239,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
         }
         op.stats.comm_s += t.call;
         op.stats.decode_s += t.reduce;
+        kernels += t.reduce;
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         int done = 0;
@@ -241,7 +251,10 @@ class ExchangeBase : public Exchange<ExecSpace> {
         }
       }
     }
+    return kernels;
   }
+
+  void set_wait_idle(typename Base::IdleFn idle) override { idle_ = std::move(idle); }
 
   const OpStats& last_stats() const override { return last_; }
   const ExchangeConfig& config() const override { return cfg_; }
@@ -612,15 +625,15 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   bool drive(OpT& op, bool block) {
-    if (!op.poll_error.empty())
-      fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
-                 op.poll_error + " at step " + std::to_string(op.step) + ", tensor " + std::to_string(op.tensor));
+    check_poll_error(op);
     while (!op.finished) {
       if (op.schedule != nullptr) {
         ScheduleTimes t;
         bool done = false;
         try {
-          done = op.schedule->advance(block, t);
+          done = block && idle_ ? spin(op, t) : op.schedule->advance(block, t);
+        } catch (const ExchangeError&) {  // another operation's, raised inside the wait hook
+          throw;
         } catch (const std::runtime_error& e) {  // a peer's message of the wrong size
           fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
                      std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
@@ -634,7 +647,18 @@ class ExchangeBase : public Exchange<ExecSpace> {
         close_wire(op);
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
-        if (block) {
+        if (block && idle_) {
+          const Waiting w(waiting_, op);
+          double kernels = 0;
+          int done = 0;
+          for (;;) {
+            MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
+            if (done) break;
+            kernels += idle_();
+            std::this_thread::yield();
+          }
+          op.stats.blocked_s += std::max(0.0, seconds_since(t0) - kernels);
+        } else if (block) {
           MPI_Waitall(op.nreqs, op.reqs.data(), MPI_STATUSES_IGNORE);
           op.stats.blocked_s += seconds_since(t0);
         } else {
@@ -649,6 +673,41 @@ class ExchangeBase : public Exchange<ExecSpace> {
       guarded(op, [&] { op.finished = next(op); });
     }
     return true;
+  }
+
+  // Blocking advance of a schedule under a wait hook: test, let the hook
+  // advance the other operations (progress() and poll() skip this one), yield,
+  // until the schedule is done. All of the wall time but the kernels (this
+  // schedule's additions and what the hook ran) is blocked time.
+  bool spin(OpT& op, ScheduleTimes& t) {
+    const Waiting w(waiting_, op);
+    const auto t0 = Clock::now();
+    ScheduleTimes mine;
+    double kernels = 0;
+    while (!op.schedule->advance(false, mine)) {
+      kernels += idle_();
+      std::this_thread::yield();
+    }
+    t.reduce += mine.reduce;
+    t.blocked += std::max(0.0, seconds_since(t0) - mine.reduce - kernels);
+    return true;
+  }
+
+  // Marks the operation a blocking wait is spinning on, for its scope.
+  struct Waiting {
+    OpT*& slot;
+    Waiting(OpT*& s, OpT& op) : slot(s) { slot = &op; }
+    ~Waiting() { slot = nullptr; }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+  };
+
+  static double kernel_seconds(const OpStats& s) { return s.quantize_s + s.encode_s + s.requantize_s + s.decode_s; }
+
+  void check_poll_error(OpT& op) {
+    if (!op.poll_error.empty())
+      fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
+                 op.poll_error + " at step " + std::to_string(op.step) + ", tensor " + std::to_string(op.tensor));
   }
 
   OpT& lookup(Handle h) {
@@ -668,6 +727,8 @@ class ExchangeBase : public Exchange<ExecSpace> {
   std::string range_name_;  // NVTX: comm/<strategy>, see docs/profiling.md
   std::vector<std::unique_ptr<OpT>> slots_;
   OpStats last_;
+  typename Base::IdleFn idle_;  // wait hook (set_wait_idle)
+  OpT* waiting_ = nullptr;      // the operation a blocking wait spins on
 };
 
 // Explicit instantiation of a strategy factory for every execution space the

@@ -22,12 +22,14 @@
 // asynchronous progress for TCP or shared memory). With
 // BucketerConfig::progress_thread, a background thread polls the network
 // side of every operation in flight (MPI_Testsome / MPI_Testall, the ring's
-// additions) every `poll_us` microseconds, so transfers advance while
-// backward computes; phases that run kernels (decode, requantize) stay on
+// additions) every `poll_us` microseconds while a bucket is in flight (it
+// sleeps otherwise), so transfers advance while backward computes; phases that run kernels (decode, requantize) stay on
 // the calling thread, in progress() and wait(). Needs MPI_THREAD_MULTIPLE;
 // the thread and the caller serialize on one mutex. Without it, progress is
 // made only in push(), progress() and wait() (call progress() from every
-// layer hook).
+// layer hook). Either way, wait() does not block on its bucket alone: it
+// installs itself as the exchanges' wait hook (Exchange::set_wait_idle) and
+// advances every bucket in flight while it waits for one.
 //
 // Collective discipline: plan() is collective (it checks that every rank
 // registered the same sizes), and all ranks must push tensors in the same
@@ -44,7 +46,7 @@
 namespace qsgd::comm {
 
 struct BucketerConfig {
-  std::size_t fusion_bytes = std::size_t(32) << 20;  // largest bucket in fp32 bytes, padding included
+  std::size_t fusion_bytes = std::size_t(8) << 20;   // largest bucket in fp32 bytes, padding included
   std::uint64_t layer_filter = 10000;                // fewer elements than this: dense exchange
   bool progress_thread = false;                      // see "Progress" above
   unsigned poll_us = 100;                            // polling period of the progress thread
@@ -119,6 +121,7 @@ class Bucketer {
   Exchange<ExecSpace>& exchange_for(const Bucket& b) { return b.compressed ? compressed_ : dense_; }
   void finish(Bucket& b);
   void poll_loop();
+  double poll_all();  // poll() of both exchanges; kernel seconds
 
   Exchange<ExecSpace>& compressed_;
   Exchange<ExecSpace>& dense_;
@@ -132,6 +135,7 @@ class Bucketer {
   bool planned_ = false;
   StepTotals totals_;
   std::vector<std::pair<double, double>> intervals_;  // this step's network intervals
+  int in_flight_ = 0;  // buckets started and not yet finished, this step (under the poller's mutex)
   std::unique_ptr<PollThread> poller_;
 };
 

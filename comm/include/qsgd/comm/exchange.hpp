@@ -36,6 +36,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -131,8 +132,12 @@ std::string describe(const ExchangeConfig& cfg);
 // Times (docs/traces.md has how the trainer combines them):
 //   blocked_s: inside blocking MPI waits, i.e. waiting for the network. Only
 //     wait() blocks, so this is the operation's exposed communication. It is
-//     exactly 0 when nothing is communicated (one rank).
-//   comm_s: every other MPI call (posting, testing) and host staging copies.
+//     exactly 0 when nothing is communicated (one rank). With a wait hook
+//     (set_wait_idle), wait() spins instead of blocking: its wall time, less
+//     the kernels it and the hook ran, is blocked time.
+//   comm_s: every other MPI call (posting, testing) and host staging copies
+//     (the tests a wait hook runs for other operations are counted here and
+//     inside the waiting operation's blocked_s).
 //   network intervals: from each phase's first post to the moment its
 //     completion was observed (by test(), progress() or wait()): when bytes
 //     of this operation could be on the wire.
@@ -198,13 +203,27 @@ class Exchange {
   virtual bool test(Handle h) = 0;
   // Completes the operation and releases its handle.
   virtual void wait(Handle h) = 0;
-  // Advances every operation in flight without blocking.
-  virtual void progress() = 0;
+  // Advances every operation in flight without blocking (network, and the
+  // kernels of the phases whose data arrived). Returns the seconds spent in
+  // kernels.
+  virtual double progress() = 0;
   // Advances only the network side of the operations in flight (tests
-  // requests, runs the ring's additions; never a kernel, never a new phase):
-  // what a progress thread may call while the caller computes. Not
-  // thread-safe against the other members: serialize the calls.
-  virtual void poll() = 0;
+  // requests, runs the ring's additions; never another kernel, never a new
+  // phase): what a progress thread may call while the caller computes. Not
+  // thread-safe against the other members: serialize the calls. Returns the
+  // seconds spent in the ring's additions.
+  virtual double poll() = 0;
+  // Wait hook. When set, wait() does not block inside MPI: it tests its
+  // operation and calls `idle` in turn until the network side is done, so a
+  // caller with several operations in flight, possibly of several exchanges
+  // (the Bucketer), advances all of them while it waits for one (progress()
+  // and poll() skip the operation being waited for, so `idle` may call
+  // them), and no operation's next step waits behind another's completion.
+  // `idle` returns the seconds it spent in kernels (progress()'s return
+  // value), which are not counted as blocked time. An empty function
+  // restores blocking.
+  using IdleFn = std::function<double()>;
+  virtual void set_wait_idle(IdleFn idle) = 0;
   // Blocking form: start + wait.
   void average(const const_values_view& grad, const values_view& out, std::uint32_t tensor, std::uint64_t step) {
     wait(start(grad, out, tensor, step));
