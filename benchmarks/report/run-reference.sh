@@ -10,7 +10,7 @@
 #                     links, both transports, and PyTorch's gloo allreduce (~10 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
 #     sweep           the main job's default sweep (cmake/run-main.sh) (~6 min)
-#     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds (hours; resumable:
+#     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #   (default: all but tta)
 # Needs root (network namespaces), the release build and PyTorch
@@ -72,7 +72,7 @@ for t in "${tables[@]}"; do
       cmake/run-main.sh --out "$ref/$t" ;;
     tta)
       mkdir -p "$ref/$t"
-      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;
+      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp --peer-seeds 1 ;;
     *) echo "run-reference: unknown table '$t'" >&2; exit 2 ;;
   esac
 done
