@@ -82,6 +82,19 @@ std::vector<T> read_dataset(hid_t group, const std::string& name, hsize_t expect
   return out;
 }
 
+// Element count of a dataset of untrusted size, checked against `limit`
+// before anything is sized from it.
+hsize_t extent_of(hid_t group, const std::string& name, hsize_t limit, const std::string& path) {
+  Handle dset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "dataset " + name + " missing in " + path);
+  Handle space(H5Dget_space(dset.id), H5Sclose, "dataspace of " + name + " in " + path);
+  const hssize_t count = H5Sget_simple_extent_npoints(space.id);
+  if (count < 0) fail("cannot read the dataspace of " + name + " in " + path);
+  if (static_cast<hsize_t>(count) > limit)
+    fail(path + ": dataset " + name + " has " + std::to_string(count) + " rows, more than the reader's limit of " +
+         std::to_string(limit));
+  return static_cast<hsize_t>(count);
+}
+
 // Step fields: name, units, description, member.
 struct DoubleField {
   const char* name;
@@ -286,11 +299,7 @@ void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned
 
 void TraceWriter::load_evals(long long file) {
   Handle g(H5Gopen2(file, "evals", H5P_DEFAULT), H5Gclose, path_ + " has no /evals group");
-  Handle d(H5Dopen2(g.id, "step", H5P_DEFAULT), H5Dclose, "dataset evals/step missing");
-  Handle sp(H5Dget_space(d.id), H5Sclose, "dataspace of evals/step");
-  const hssize_t count = H5Sget_simple_extent_npoints(sp.id);
-  if (count < 0) fail("dataspace of evals/step in " + path_);
-  const auto n = static_cast<hsize_t>(count);
+  const hsize_t n = extent_of(g.id, "step", max_trace_rows, path_);
   const auto step = read_dataset<std::int64_t>(g.id, "step", n);
   const auto epoch = read_dataset<std::int32_t>(g.id, "epoch", n);
   const auto tt = read_dataset<double>(g.id, "train_time", n);
@@ -305,7 +314,7 @@ void TraceWriter::load() {
   long long ranks = 0;
   {
     Handle attr(H5Aopen(file.id, "ranks", H5P_DEFAULT), H5Aclose, path_ + " has no 'ranks' attribute");
-    H5Aread(attr.id, H5T_NATIVE_LLONG, &ranks);
+    if (H5Aread(attr.id, H5T_NATIVE_LLONG, &ranks) < 0) fail("reading the 'ranks' attribute of " + path_);
   }
   if (ranks != ranks_)
     fail(path_ + " was written by " + std::to_string(ranks) + " ranks, this run has " + std::to_string(ranks_));
@@ -318,10 +327,11 @@ void TraceWriter::load() {
     fail(path_ + " has trace schema " + std::to_string(version) + ", this program writes " +
          std::to_string(schema_version) + " (resume it with the program that started it)");
   Handle steps(H5Gopen2(file.id, "steps", H5P_DEFAULT), H5Gclose, path_ + " has no /steps group");
-  Handle sd(H5Dopen2(steps.id, "step", H5P_DEFAULT), H5Dclose, "dataset steps/step missing");
-  Handle ss(H5Dget_space(sd.id), H5Sclose, "dataspace of steps/step");
-  const hsize_t rows = static_cast<hsize_t>(H5Sget_simple_extent_npoints(ss.id));
+  const hsize_t rows = extent_of(steps.id, "step", max_trace_rows, path_);
   const hsize_t cols = static_cast<hsize_t>(ranks_);
+  if (rows * cols > max_trace_records)
+    fail(path_ + ": " + std::to_string(rows) + " steps x " + std::to_string(cols) + " ranks exceed the reader's limit of " +
+         std::to_string(max_trace_records) + " step records");
   const auto ids = read_dataset<std::int64_t>(steps.id, "step", rows);
   const auto eps = read_dataset<std::int32_t>(steps.id, "epoch", rows);
   steps_.assign(rows, std::vector<StepRecord>(cols));
@@ -341,9 +351,7 @@ void TraceWriter::load() {
   load_buckets(file.id, rows, cols);
   load_evals(file.id);
   Handle epochs(H5Gopen2(file.id, "epochs", H5P_DEFAULT), H5Gclose, path_ + " has no /epochs group");
-  Handle ed(H5Dopen2(epochs.id, "epoch", H5P_DEFAULT), H5Dclose, "dataset epochs/epoch missing");
-  Handle es(H5Dget_space(ed.id), H5Sclose, "dataspace of epochs/epoch");
-  const hsize_t ne = static_cast<hsize_t>(H5Sget_simple_extent_npoints(es.id));
+  const hsize_t ne = extent_of(epochs.id, "epoch", max_trace_rows, path_);
   const auto ep = read_dataset<std::int32_t>(epochs.id, "epoch", ne);
   const auto ns = read_dataset<std::int64_t>(epochs.id, "steps", ne);
   const auto et = read_dataset<double>(epochs.id, "epoch_time", ne);

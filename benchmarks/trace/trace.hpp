@@ -17,6 +17,11 @@ namespace qsgd::trace {
 
 constexpr int schema_version = 2;
 constexpr int max_buckets = 32;  // buckets whose times a step record keeps
+// Limits of the reader (resume), checked against a file's dataspaces before
+// anything is sized from them: rows of /steps, /evals, /epochs, and step
+// records (steps x ranks, about 900 bytes each in memory).
+constexpr unsigned long long max_trace_rows = 1ull << 24;
+constexpr unsigned long long max_trace_records = 1ull << 22;
 
 // One rank's timings for one step (seconds) and what it sent. Plain data:
 // ranks send it to the writer as bytes. docs/traces.md has every definition.

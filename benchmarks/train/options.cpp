@@ -146,7 +146,11 @@ Options parse_checked(int argc, char** argv) {
       const std::string v = val();
       if (v != "thread" && v != "hooks") bad("--progress must be thread or hooks");
       o.progress_thread = v == "thread";
-    } else if (a == "--poll-us") o.poll_us = static_cast<unsigned>(to_uint(a, val()));
+    } else if (a == "--poll-us") {
+      const auto v = to_uint(a, val());
+      if (v == 0 || v > 1000000) bad("--poll-us must be 1 to 1000000");
+      o.poll_us = static_cast<unsigned>(v);
+    }
     else if (a == "--synthetic-backward-ms") o.synthetic_backward_ms = to_double(a, val());
     else if (a == "--eval-every") o.eval_every = to_uint(a, val());
     else if (a == "--target-accuracy") o.target_accuracy = to_double(a, val());
@@ -176,7 +180,6 @@ Options parse_checked(int argc, char** argv) {
   if (o.flush_every == 0) bad("--flush-every must be at least 1");
   if (o.resume && o.checkpoint.empty()) bad("--resume needs --checkpoint FILE");
   if (o.segment_kb == 0 || o.window == 0) bad("--segment-kb and --window must be at least 1");
-  if (o.poll_us == 0 || o.poll_us > 1000000) bad("--poll-us must be 1 to 1000000");
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
   comm::parse_strategy(o.strategy);  // throws on unknown names

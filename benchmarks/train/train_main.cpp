@@ -248,7 +248,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   model->set_grad_ready_hook([&](std::size_t t) {
     if (o.overlap) {
       const auto t0 = Clock::now();
-      bucketer.push(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+      bucketer.push_inplace(static_cast<std::uint32_t>(t), model->store().grad_view(t));
       bucketer.progress();
       hook_s += seconds_since(t0);
     }
@@ -329,7 +329,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
       qsgd::prof::Scope r("comm/wait");
       if (!o.overlap)
         for (std::size_t t = 0; t < tensors.size(); ++t)
-          bucketer.push(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+          bucketer.push_inplace(static_cast<std::uint32_t>(t), model->store().grad_view(t));
       for (std::size_t t = 0; t < tensors.size(); ++t)
         bucketer.wait(static_cast<std::uint32_t>(t), model->store().grad_view(t));
     }

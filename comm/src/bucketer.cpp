@@ -58,13 +58,16 @@ Bucketer<E>::Bucketer(Exchange<E>& compressed, Exchange<E>& dense, const Buckete
     };
     compressed_.set_wait_idle(idle);
     if (&dense_ != &compressed_) dense_.set_wait_idle(idle);
+    hooked_ = true;
   }
 }
 
 template <class E>
 Bucketer<E>::~Bucketer() {
-  compressed_.set_wait_idle({});
-  dense_.set_wait_idle({});
+  if (hooked_) {
+    compressed_.set_wait_idle({});
+    dense_.set_wait_idle({});
+  }
   if (!poller_) return;
   {
     std::lock_guard<std::mutex> lock(poller_->mutex);
@@ -81,7 +84,7 @@ void Bucketer<E>::poll_loop() {
   for (;;) {
     poller_->wake.wait(lock, [this] { return poller_->stop || in_flight_ > 0; });
     if (poller_->stop) return;
-    poll_all();
+    (void)poll_all();
     lock.unlock();
     std::this_thread::sleep_for(period);
     lock.lock();
@@ -172,6 +175,7 @@ void Bucketer<E>::begin_step(std::uint64_t step) {
     b.started = b.done = false;
   }
   std::fill(pushed_.begin(), pushed_.end(), 0);
+  in_flight_ = 0;  // a wait that threw may have left it counting
   step_ = step;
   totals_ = StepTotals{};
   intervals_.clear();
@@ -180,25 +184,48 @@ void Bucketer<E>::begin_step(std::uint64_t step) {
 template <class E>
 void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
   auto lock = guard(poller_);
+  Bucket& b = check_push(tensor, grad.extent(0));
+  const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
+  Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
+  if (++b.pushed == b.tensors.size()) start_bucket(b, b.buffer);
+}
+
+template <class E>
+void Bucketer<E>::push_inplace(std::uint32_t tensor, const values_view& grad) {
+  auto lock = guard(poller_);
+  Bucket& b = check_push(tensor, grad.extent(0));
+  if (b.tensors.size() == 1 && b.length == sizes_[tensor]) {  // the tensor is the bucket: no fusion copy
+    b.pushed = 1;
+    start_bucket(b, grad);
+    return;
+  }
+  const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
+  Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
+  if (++b.pushed == b.tensors.size()) start_bucket(b, b.buffer);
+}
+
+template <class E>
+typename Bucketer<E>::Bucket& Bucketer<E>::check_push(std::uint32_t tensor, std::uint64_t n) {
   if (!planned_) throw Error(Errc::invalid_argument, "Bucketer: push() before plan()");
   if (tensor >= sizes_.size())
     throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
-  if (grad.extent(0) != sizes_[tensor])
+  if (n != sizes_[tensor])
     throw Error(Errc::invalid_argument, "Bucketer: tensor " + std::to_string(tensor) + " registered with " +
                                             std::to_string(sizes_[tensor]) + " elements, pushed with " +
-                                            std::to_string(grad.extent(0)));
+                                            std::to_string(n));
   if (pushed_[tensor])
     throw Error(Errc::invalid_argument, "Bucketer: tensor " + std::to_string(tensor) + " pushed twice");
   pushed_[tensor] = 1;
-  Bucket& b = buckets_[bucket_of_[tensor]];
-  const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
-  Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
-  if (++b.pushed == b.tensors.size()) {
-    b.t_start = detail::clock_seconds();
-    b.handle = exchange_for(b).start(b.buffer, b.buffer, b.tensors.front(), step_);
-    b.started = true;
-    if (++in_flight_ == 1 && poller_) poller_->wake.notify_one();
-  }
+  return buckets_[bucket_of_[tensor]];
+}
+
+template <class E>
+void Bucketer<E>::start_bucket(Bucket& b, const values_view& data) {
+  b.data = data;
+  b.t_start = detail::clock_seconds();
+  b.handle = exchange_for(b).start(data, data, b.tensors.front(), step_);
+  b.started = true;
+  if (++in_flight_ == 1 && poller_) poller_->wake.notify_one();
 }
 
 template <class E>
@@ -257,8 +284,9 @@ void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
                                             " has not started (a tensor of it was not pushed this step)");
   finish(b);
   const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
+  if (b.data.data() == out.data() && off == 0) return;  // averaged in place (push_inplace)
   Kokkos::deep_copy(Kokkos::subview(out, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
-                    Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])));
+                    Kokkos::subview(b.data, Kokkos::make_pair(off, off + sizes_[tensor])));
 }
 
 template <class E>

@@ -64,8 +64,9 @@ void validate(const CodecConfig& cfg) {
                 "s = " + std::to_string(cfg.s) + " is outside 1.." + std::to_string(max_levels));
   if (cfg.norm != Norm::l2 && cfg.norm != Norm::max)
     throw Error(Errc::invalid_argument, "a quantized codec needs norm l2 or max, not " + to_string(cfg.norm));
-  if (is_variable_length(cfg.codec) && cfg.chunk == 0)
-    throw Error(Errc::invalid_argument, "chunk must be at least 1 coordinate");
+  if (is_variable_length(cfg.codec) && (cfg.chunk == 0 || cfg.chunk > max_chunk))
+    throw Error(Errc::invalid_argument,
+                "chunk = " + std::to_string(cfg.chunk) + " is outside 1.." + std::to_string(max_chunk) + " coordinates");
 }
 
 }  // namespace qsgd

@@ -103,7 +103,8 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
     if (h.d != 1 || h.s != 0 || h.norm != 0 || h.quantizer != 0) bad("float message with quantizer fields set");
   }
   if (is_variable_length(c)) {
-    if (h.chunk < 1) bad("chunk size 0");
+    if (h.chunk < 1 || h.chunk > max_chunk)
+      bad("chunk size " + std::to_string(h.chunk) + " is outside 1.." + std::to_string(max_chunk));
     if (h.nchunks != detail::ceil_div(h.n, h.chunk))
       bad("chunk count " + std::to_string(h.nchunks) + " does not match n and chunk size");
     // Most bits any valid payload can have.

@@ -409,22 +409,27 @@ TEST(Bucketer, Fp32BucketsEqualPerTensorExchangesBitwise) {
   }
 }
 
-TEST(Bucketer, RanksMayWaitForBucketsInAnyOrder) {
-  // Ranks push in the same order but wait in different orders: rank r waits
-  // for the buckets rotated by r. A ring's next step needs its reduction on
-  // every rank, so a wait that blocked on its own bucket alone would deadlock
-  // here (rank 0 inside bucket 1, rank 1 inside bucket 0, each waiting for the
-  // other's reduction); the Bucketer's wait advances every bucket in flight.
-  // A hang fails the test through its time limit.
+TEST(Bucketer, RanksMayWaitForStartedBucketsInAnyOrder) {
+  // Ranks push every tensor in the same order, then wait in different
+  // orders: rank r waits for the buckets rotated by r. A ring's next step
+  // needs its reduction on every rank, so a wait that blocked on its own
+  // bucket alone would deadlock here (rank 0 inside bucket 0, rank 1 inside
+  // bucket 1, each waiting for the other's reduction); the Bucketer's wait
+  // advances every bucket in flight, of both exchanges (tensor 2 is under the
+  // layer filter and goes through the dense one). A hang fails the test
+  // through its time limit.
   const Communicator comm = Communicator::world();
   const int me = comm.rank();
-  const std::vector<std::uint64_t> sizes = {40000, 50000, 30000, 60000};
+  const std::vector<std::uint64_t> sizes = {40000, 50000, 5000, 30000, 60000};
   for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::scatter_reduce}) {
     auto cfg = config(k, codec(k == StrategyKind::allreduce ? CodecKind::fp32 : CodecKind::fixed));
     cfg.segment_bytes = 4096;  // many segments, a window smaller than a block
     cfg.window = 2;
     auto cx = make_exchange(cfg, comm);
-    auto dx = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+    auto dcfg = config(StrategyKind::allreduce, codec(CodecKind::fp32));
+    dcfg.segment_bytes = 4096;
+    dcfg.window = 2;
+    auto dx = make_exchange(dcfg, comm);
     qsgd::comm::BucketerConfig bc;
     bc.fusion_bytes = 4 * 40000;  // one tensor per bucket
     qsgd::comm::Bucketer<Exec> bk(*cx, *dx, bc);
@@ -444,13 +449,56 @@ TEST(Bucketer, RanksMayWaitForBucketsInAnyOrder) {
     }
     for (std::size_t t = 0; t < sizes.size(); ++t) {
       EXPECT_TRUE(identical_on_all_ranks(comm, got[t])) << qsgd::comm::to_string(k) << " tensor " << t;
-      if (k == StrategyKind::allreduce) {
+      if (k == StrategyKind::allreduce || sizes[t] < bc.layer_filter) {
         // Same bits as the same exchange run alone on the tensor (a bucket
         // of one unpadded tensor has the same ring blocks).
-        const auto ref = run(*cx, g[t], static_cast<std::uint32_t>(t), 5);
+        const auto ref = run(sizes[t] < bc.layer_filter ? *dx : *cx, g[t], static_cast<std::uint32_t>(t), 5);
         EXPECT_TRUE(same_bits(got[t], ref)) << "tensor " << t;
       }
     }
+  }
+}
+
+TEST(Bucketer, PushInplaceEqualsPushBitwise) {
+  // The same step through push (copies into fusion buffers) and push_inplace
+  // (a tensor that is a bucket by itself is exchanged in its own memory):
+  // the same bits, and the lone, unpadded tensors really were in place.
+  const Communicator comm = Communicator::world();
+  const int me = comm.rank();
+  const std::vector<std::uint64_t> sizes = {30720, 5, 12000, 100, 70144, 7};  // 30720, 70144: multiples of d = 512
+  for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::scatter_reduce}) {
+    auto cfg = config(k, codec(k == StrategyKind::allreduce ? CodecKind::fp32 : CodecKind::fixed));
+    auto cx = make_exchange(cfg, comm);
+    auto dx = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+    qsgd::comm::BucketerConfig bc;
+    bc.fusion_bytes = 4 * 50000;  // 30720 and 12000 fuse (with padding for scatter-reduce); 70144 alone
+    qsgd::comm::Bucketer<Exec> bk(*cx, *dx, bc);
+    for (auto n : sizes) bk.add(n);
+    bk.plan();
+    std::vector<std::vector<float>> by_copy, in_place;
+    for (int mode = 0; mode < 2; ++mode) {
+      bk.begin_step(9);
+      std::vector<Values> grads;
+      for (std::size_t t = 0; t < sizes.size(); ++t) grads.push_back(to_device(gradient(90 + t, me, sizes[t])));
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        if (mode == 0) bk.push(static_cast<std::uint32_t>(t), grads[t]);
+        else bk.push_inplace(static_cast<std::uint32_t>(t), grads[t]);
+      }
+      if (mode == 1) {
+        const auto& b = bk.buckets();
+        for (std::size_t i = 0; i < b.size(); ++i) {
+          const bool alone = b[i].tensors.size() == 1 && b[i].length == sizes[b[i].tensors[0]];
+          EXPECT_EQ(b[i].data.data() == grads[b[i].tensors[0]].data(), alone) << "bucket " << i;
+        }
+      }
+      auto& out = mode == 0 ? by_copy : in_place;
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        bk.wait(static_cast<std::uint32_t>(t), grads[t]);
+        out.push_back(to_host(grads[t], sizes[t]));
+      }
+    }
+    for (std::size_t t = 0; t < sizes.size(); ++t)
+      EXPECT_TRUE(same_bits(by_copy[t], in_place[t])) << qsgd::comm::to_string(k) << " tensor " << t;
   }
 }
 

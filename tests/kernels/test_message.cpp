@@ -354,27 +354,29 @@ TEST(UntrustedInput, CorruptHeaderFieldsWithValidChecksum) {
   RecordProperty("tolerant_edits_accepted", accepted);
 }
 
-// A forged elias-dense message of 3152 bytes with a valid checksum that claims
-// n = 2^40 (the default Expect::max_n) with d = chunk = 2^32 - 1 (so only 257
-// buckets and chunks) and an empty payload. It is corrupt (the dense code needs
-// at least one bit per coordinate), and every entry point must say so with a
-// qsgd::Error: corrupt_message, or buffer_too_small where the caller's output
-// is shorter than the claimed n. decode(levels) must not size its output from
-// the unchecked n first (4 TiB of levels).
+// A forged elias-dense message with a valid checksum that claims n = 2^32
+// (the default Expect::max_n, so the size limit lets it through) with
+// d = 2^32 - 1 and chunk = max_chunk (2 buckets, 65536 chunks: 512 KiB of
+// offsets) and an empty payload. It is corrupt (the dense code needs at least
+// one bit per coordinate): the payload-floor check must say so, and every
+// entry point must fail with a qsgd::Error: corrupt_message, or
+// buffer_too_small where the caller's output is shorter than the claimed n.
+// decode(levels) must not size its output from the unchecked n first
+// (16 GiB of levels).
 TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
   qsgd::MessageHeader h;
   h.codec = static_cast<std::uint8_t>(CodecKind::elias_dense);
   h.norm = static_cast<std::uint8_t>(Norm::max);
-  h.n = qsgd::max_elements;
+  h.n = qsgd::Expect{}.max_n;
   h.d = 0xFFFFFFFFu;
   h.s = 16;
-  h.chunk = 0xFFFFFFFFu;
+  h.chunk = qsgd::max_chunk;
   h.nchunks = static_cast<std::uint32_t>((h.n + h.chunk - 1) / h.chunk);
   h.payload_bits = 0;
   h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
   const qsgd::MessageLayout lay = qsgd::layout_of(h);
   h.total_bytes = lay.total_words * 8;
-  ASSERT_EQ(h.total_bytes, 3152u);
+  ASSERT_EQ(h.total_bytes, 64u + 8u + 8u * 65536u);  // header, 2 scales, offsets
   std::vector<std::uint64_t> w(lay.total_words, 0);
   set_header(w, h);
   for (std::uint64_t b = 0; b < lay.buckets; ++b) {
@@ -384,7 +386,9 @@ TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
   reseal(w, h.total_bytes);
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_dense, 16, 64, Norm::max));
-  expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
+  const std::string why =
+      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
+  EXPECT_NE(why.find("too short for 4294967296 elements"), std::string::npos) << why;
   Values out("out", 1000);
   for (int k = 0; k < 2; ++k) {
     try {
@@ -397,6 +401,38 @@ TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
   }
   Quant q;
   expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q); }, "decode(levels)");
+}
+
+// A 96-byte elias-sparse message with a valid checksum: n = 2^32,
+// d = chunk = 2^32 - 1 (2 buckets, 2 chunks), two payload bits (one empty
+// chunk count each). Without a bound on the chunk, every header check passed
+// and decoding allocated 2^32 levels (16 GiB) and looped 2^32 times; the
+// chunk limit (2^16) rejects it at the header.
+TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
+  qsgd::MessageHeader h;
+  h.codec = static_cast<std::uint8_t>(CodecKind::elias_sparse);
+  h.norm = static_cast<std::uint8_t>(Norm::max);
+  h.n = std::uint64_t(1) << 32;
+  h.d = 0xFFFFFFFFu;
+  h.s = 16;
+  h.chunk = 0xFFFFFFFFu;
+  h.nchunks = 2;
+  h.payload_bits = 2;
+  h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
+  const qsgd::MessageLayout lay = qsgd::layout_of(h);
+  h.total_bytes = lay.total_words * 8;
+  ASSERT_EQ(h.total_bytes, 96u);
+  std::vector<std::uint64_t> w(lay.total_words, 0);
+  set_header(w, h);
+  reseal(w, h.total_bytes);
+  const MsgBuf buf(w, h.total_bytes);
+  Codec codec(config(CodecKind::elias_sparse, 16, 64, Norm::max));
+  const std::string why =
+      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
+  EXPECT_NE(why.find("chunk size 4294967295 is outside 1..65536"), std::string::npos) << why;
+  Quant q;
+  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q); }, "decode(levels)");
+  EXPECT_EQ(q.levels.extent(0), 0u);  // nothing was sized from the forged n
 }
 
 // Receiver expectations: a message for another n, or above a receiver's limit.

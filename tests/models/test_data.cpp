@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "qsgd/models/data/batch_loader.hpp"
@@ -51,6 +54,17 @@ class TempDir : public ::testing::Test {
       std::ofstream f(p, std::ios::binary);
       f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
     }
+    return p;
+  }
+  // A gzip file of many members: `head` compressed, then `copies` members of
+  // 1 MiB of zeros each (about 1 KB apiece): it inflates to head + copies MiB.
+  std::string write_bomb(const std::string& name, const Bytes& head, int copies) {
+    const std::string p = write(name, head, true);
+    const std::string z = write(name + ".zeros", Bytes(std::size_t(1) << 20, 0), true);
+    const Bytes member = read_raw(z);
+    std::ofstream f(p, std::ios::binary | std::ios::app);
+    for (int i = 0; i < copies; ++i)
+      f.write(reinterpret_cast<const char*>(member.data()), static_cast<std::streamsize>(member.size()));
     return p;
   }
   static Bytes read_raw(const std::string& p) {
@@ -130,6 +144,68 @@ TEST_F(Idx, TruncatedGzipIsAnError) {
   gz.resize(gz.size() - 10);  // cut into the deflate stream / trailer
   const auto cut = write("cut.gz", gz);
   expect_data_error([&] { read_idx(cut); }, {cut, "gzip"});
+}
+
+// Runs f in a forked child; returns the child's exit status (0: f returned
+// true) and how far its peak resident set grew over this process's resident
+// set at the fork, in MiB. Peak RSS, not an address-space limit (which ASan's
+// shadow memory would exceed).
+std::pair<int, double> in_child(const std::function<bool()>& f) {
+  auto rss_kib = [] {
+    std::ifstream st("/proc/self/statm");
+    long pages = 0, resident = 0;
+    st >> pages >> resident;
+    return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024.0;
+  };
+  const double base = rss_kib();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    bool ok = false;
+    try {
+      ok = f();
+    } catch (...) {
+    }
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  struct rusage ru {};
+  EXPECT_EQ(wait4(pid, &status, 0, &ru), pid);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, (static_cast<double>(ru.ru_maxrss) - base) / 1024.0};
+}
+
+TEST_F(Idx, GzipBombsAreRejectedInBoundedMemory) {
+  // About 10 MB of gzip inflating to 10 GiB. Two forms: a header announcing
+  // the 10 GiB (rejected at the header, over the 1 GiB limit), and a header
+  // announcing 1000 bytes followed by the 10 GiB (rejected as trailing data
+  // after 1001 bytes). Either way the reader must not inflate the file.
+  const std::string big = write_bomb("big.gz", idx({102400, 102400}, {}), 10240);
+  const std::string trail = write_bomb("trail.gz", idx({1000}, Bytes(1000, 1)), 10240);
+  struct stat st {};
+  ASSERT_EQ(::stat(big.c_str(), &st), 0);
+  EXPECT_GT(st.st_size, 5 << 20);  // it is the bomb it says
+  for (const auto& [path, what] : {std::pair{big, std::string("more than the limit")}, std::pair{trail, std::string("trailing data")}}) {
+    const auto [code, grew_mib] = in_child([&, p = path, w = what] {
+      try {
+        read_idx(p);
+      } catch (const DataError& e) {
+        return std::string(e.what()).find(w) != std::string::npos;
+      }
+      return false;
+    });
+    EXPECT_EQ(code, 0) << path << ": not rejected with '" << what << "'";
+    EXPECT_LT(grew_mib, 100.0) << path;
+  }
+  // The whole-file reader stops at its limit too.
+  const auto [code, grew_mib] = in_child([&] {
+    try {
+      read_file_maybe_gzip(trail, std::size_t(16) << 20);
+    } catch (const DataError& e) {
+      return std::string(e.what()).find("more than the limit") != std::string::npos;
+    }
+    return false;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_LT(grew_mib, 100.0);
 }
 
 TEST_F(Idx, ClassificationPairChecksShapes) {

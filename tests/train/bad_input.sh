@@ -21,4 +21,34 @@ expect 1 "$dir/nowhere" "$mpirun" -np 1 "$train" --data-dir "$dir/nowhere" --max
 before=$(md5sum < "$dir/t.h5")
 expect 1 "never overwritten" "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 2 --trace "$dir/t.h5"
 [ "$(md5sum < "$dir/t.h5")" = "$before" ] || fail "existing trace was modified"
+# A trace whose /steps dataspace claims 2^40 rows (no data: a chunked,
+# unwritten dataset) is rejected on resume with the reader's limit, and the
+# attempt's peak resident memory stays within 100 MB of a normal tiny run's.
+"$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 4 --trace "$dir/r.h5" --checkpoint "$dir/ckpt" \
+  --checkpoint-every 2 > /dev/null 2>&1 || fail "tiny run with checkpoints failed"
+/usr/bin/python3 - "$dir/r.h5" <<'PY' || fail "could not forge the trace (h5py)"
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    del f["steps/step"]
+    f["steps"].create_dataset("step", shape=(2**40,), dtype="i8", chunks=(4096,), maxshape=(None,))
+PY
+peaks=$(/usr/bin/python3 - "$mpirun" "$train" "$dir" "${TINY[@]}" <<'PY'
+import resource, subprocess, sys
+mpirun, train, d, tiny = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+def peak(args):
+    p = subprocess.run([mpirun, "-np", "1", train] + tiny + args, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+rc0, _, base = peak(["--max-steps", "4", "--trace", d + "/base.h5"])
+rc, out, forged = peak(["--max-steps", "4", "--trace", d + "/r.h5", "--checkpoint", d + "/ckpt", "--resume"])
+# RUSAGE_CHILDREN is the largest child so far: forged >= base; its growth is what the resume added.
+print(rc0, rc, base // 1024, forged // 1024, "limit" if "more than the reader's limit" in out else "nolimit")
+print(out.strip().splitlines()[-1] if out.strip() else "", file=sys.stderr)
+PY
+) || fail "peak memory probe failed"
+read -r rc0 rc base_mb forged_mb msg <<< "$peaks"
+[ "$rc0" = 0 ] || fail "baseline tiny run exited $rc0"
+[ "$rc" = 1 ] || fail "resume of the forged trace exited $rc (expected 1)"
+[ "$msg" = limit ] || fail "resume of the forged trace did not name the reader's limit"
+[ $((forged_mb - base_mb)) -lt 100 ] || fail "resume of the forged trace peaked at $forged_mb MB (baseline $base_mb MB)"
+echo "forged 2^40-row trace rejected; peak $forged_mb MB, baseline run $base_mb MB"
 echo "ok"

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
@@ -625,6 +626,10 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   bool drive(OpT& op, bool block) {
+    if (&op == waiting_) {  // test() of the operation being waited for, from inside the wait hook
+      if (block) throw Error(Errc::invalid_argument, "exchange: wait() called from inside a wait hook");
+      return false;
+    }
     check_poll_error(op);
     while (!op.finished) {
       if (op.schedule != nullptr) {
@@ -632,8 +637,8 @@ class ExchangeBase : public Exchange<ExecSpace> {
         bool done = false;
         try {
           done = block && idle_ ? spin(op, t) : op.schedule->advance(block, t);
-        } catch (const ExchangeError&) {  // another operation's, raised inside the wait hook
-          throw;
+        } catch (const HookError& e) {  // the wait hook's, as it was thrown
+          std::rethrow_exception(e.saved);
         } catch (const std::runtime_error& e) {  // a peer's message of the wrong size
           fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
                      std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
@@ -679,13 +684,22 @@ class ExchangeBase : public Exchange<ExecSpace> {
   // advance the other operations (progress() and poll() skip this one), yield,
   // until the schedule is done. All of the wall time but the kernels (this
   // schedule's additions and what the hook ran) is blocked time.
+  // Errors of this schedule (std::runtime_error from advance) are the
+  // caller's to name; whatever the hook throws (another operation's
+  // ExchangeError, a kernel's error) passes through unchanged.
   bool spin(OpT& op, ScheduleTimes& t) {
     const Waiting w(waiting_, op);
     const auto t0 = Clock::now();
     ScheduleTimes mine;
     double kernels = 0;
     while (!op.schedule->advance(false, mine)) {
-      kernels += idle_();
+      double k = 0;
+      try {
+        k = idle_();
+      } catch (const std::runtime_error& e) {
+        throw HookError(e);
+      }
+      kernels += k;
       std::this_thread::yield();
     }
     t.reduce += mine.reduce;
@@ -693,10 +707,22 @@ class ExchangeBase : public Exchange<ExecSpace> {
     return true;
   }
 
+  // Carries an exception of the wait hook past drive()'s handler of this
+  // schedule's own errors (not a std::runtime_error, so that handler skips it).
+  struct HookError : std::exception {
+    explicit HookError(const std::runtime_error& e) : saved(std::current_exception()), what_(e.what()) {}
+    const char* what() const noexcept override { return what_.c_str(); }
+    std::exception_ptr saved;
+    std::string what_;
+  };
+
   // Marks the operation a blocking wait is spinning on, for its scope.
   struct Waiting {
     OpT*& slot;
-    Waiting(OpT*& s, OpT& op) : slot(s) { slot = &op; }
+    Waiting(OpT*& s, OpT& op) : slot(s) {
+      if (slot != nullptr) throw Error(Errc::invalid_argument, "exchange: wait() called from inside a wait hook");
+      slot = &op;
+    }
     ~Waiting() { slot = nullptr; }
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;

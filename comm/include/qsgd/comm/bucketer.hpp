@@ -27,13 +27,18 @@
 // the calling thread, in progress() and wait(). Needs MPI_THREAD_MULTIPLE;
 // the thread and the caller serialize on one mutex. Without it, progress is
 // made only in push(), progress() and wait() (call progress() from every
-// layer hook). Either way, wait() does not block on its bucket alone: it
-// installs itself as the exchanges' wait hook (Exchange::set_wait_idle) and
+// layer hook). Either way, wait() does not block on its bucket alone: with
+// K > 1 the constructor installs a wait hook on both exchanges
+// (Exchange::set_wait_idle; removed by the destructor, so direct waits on
+// those exchanges advance the Bucketer's buckets meanwhile), and a wait
 // advances every bucket in flight while it waits for one.
 //
 // Collective discipline: plan() is collective (it checks that every rank
 // registered the same sizes), and all ranks must push tensors in the same
-// order, so that buckets start in the same order everywhere.
+// order, so that buckets start in the same order everywhere. Once every
+// bucket of the step has started, ranks may wait for them in any order; a
+// push after a wait must come after the same waits on every rank (an
+// operation's slot, and with it its communicator, is the lowest free one).
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
@@ -81,6 +86,7 @@ class Bucketer {
     std::vector<std::uint64_t> offsets;  // element offset of each tensor in the fusion buffer
     std::uint64_t length = 0;            // elements, padding included
     values_view buffer;                  // fusion buffer; averaged in place
+    values_view data;                    // this step's data: the buffer, or the tensor itself (push_inplace)
     Handle handle;
     std::uint32_t pushed = 0;
     bool started = false;
@@ -104,6 +110,10 @@ class Bucketer {
   void begin_step(std::uint64_t step);
   // Copies the gradient into its bucket; starts the bucket when it is complete.
   void push(std::uint32_t tensor, const const_values_view& grad);
+  // The same, but a tensor that is a bucket by itself (alone, no padding) is
+  // exchanged in place: no copy in, and wait(tensor, grad) copies nothing
+  // out. The caller must not touch `grad` until that wait returns.
+  void push_inplace(std::uint32_t tensor, const values_view& grad);
   // Advances every bucket in flight (call between layers).
   void progress();
   // Completes the tensor's bucket if needed and copies its average into out.
@@ -120,6 +130,8 @@ class Bucketer {
  private:
   Exchange<ExecSpace>& exchange_for(const Bucket& b) { return b.compressed ? compressed_ : dense_; }
   void finish(Bucket& b);
+  Bucket& check_push(std::uint32_t tensor, std::uint64_t n);
+  void start_bucket(Bucket& b, const values_view& data);
   void poll_loop();
   double poll_all();  // poll() of both exchanges; kernel seconds
 
@@ -136,6 +148,7 @@ class Bucketer {
   StepTotals totals_;
   std::vector<std::pair<double, double>> intervals_;  // this step's network intervals
   int in_flight_ = 0;  // buckets started and not yet finished, this step (under the poller's mutex)
+  bool hooked_ = false;  // this Bucketer installed the exchanges' wait hooks
   std::unique_ptr<PollThread> poller_;
 };
 

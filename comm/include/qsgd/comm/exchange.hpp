@@ -216,12 +216,15 @@ class Exchange {
   // Wait hook. When set, wait() does not block inside MPI: it tests its
   // operation and calls `idle` in turn until the network side is done, so a
   // caller with several operations in flight, possibly of several exchanges
-  // (the Bucketer), advances all of them while it waits for one (progress()
-  // and poll() skip the operation being waited for, so `idle` may call
-  // them), and no operation's next step waits behind another's completion.
-  // `idle` returns the seconds it spent in kernels (progress()'s return
-  // value), which are not counted as blocked time. An empty function
-  // restores blocking.
+  // (the Bucketer), advances all of them while it waits for one, and no
+  // operation's next step waits behind another's completion. `idle` may call
+  // progress() and poll() of any exchange (they skip the operation being
+  // waited for) and nothing else of this one (test() of the waited operation
+  // returns false; a wait() inside the hook throws). It returns the seconds
+  // it spent in kernels (progress()'s return value), which are not counted
+  // as blocked time; the other operations' MPI tests and posts made while
+  // waiting are (the caller was waiting for the network). What `idle`
+  // throws leaves wait() unchanged. An empty function restores blocking.
   using IdleFn = std::function<double()>;
   virtual void set_wait_idle(IdleFn idle) = 0;
   // Blocking form: start + wait.

@@ -52,6 +52,12 @@ struct RngKey {
 // Largest s accepted. Levels, gaps and counts must stay far below 2^32 so that
 // every Elias omega codeword fits a 64-bit register.
 constexpr std::uint32_t max_levels = 1u << 24;
+// Largest chunk of the variable-length codes. It bounds the work a message
+// can ask for: elias-sparse codes a chunk of zeros in one bit, so a message of
+// B bytes (each chunk also costs a 64-bit offset) decodes to at most
+// B / 8 x max_chunk coordinates; elias-dense spends at least one bit per
+// coordinate (n <= 8 B); the fixed-size codes exactly their width.
+constexpr std::uint32_t max_chunk = 1u << 16;
 // Largest n accepted in one message (levels are indexed with 64-bit integers,
 // but the chunk count is stored in 32 bits).
 constexpr std::uint64_t max_elements = std::uint64_t(1) << 40;

@@ -7,7 +7,14 @@
 // The reader is strict: any deviation is a DataError naming the file and the
 // problem (missing file, unreadable or corrupt gzip stream, bad magic,
 // unsupported type, zero dimensions, data shorter or longer than the header
-// says).
+// says, more data than the caller's limit).
+//
+// Bounded work: read_idx streams the file (a gzip stream is inflated piece by
+// piece): it reads the header, rejects dimensions that announce more than
+// `max_bytes` of data before allocating anything, then reads exactly the
+// announced bytes and one more to detect trailing data. Memory is at most
+// the announced size, whatever the file would inflate to (a 10 MB gzip bomb
+// of 10 GB is rejected at its header or after count + 1 bytes).
 
 #include <cstddef>
 #include <cstdint>
@@ -21,12 +28,19 @@ struct IdxArray {
   std::vector<std::uint8_t> data;  // product(dims) bytes
 };
 
-// Reads a whole file through zlib, which reads gzip and plain files alike.
-std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path);
+// Default limit on an IDX file's data: 1 GiB (Fashion-MNIST's training
+// images are 47 MB).
+constexpr std::size_t idx_default_max_bytes = std::size_t(1) << 30;
+
+// Reads a whole file through zlib, which reads gzip and plain files alike;
+// more than max_bytes once decompressed is a DataError (read stops there).
+std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path, std::size_t max_bytes = idx_default_max_bytes);
 
 // Parses IDX bytes; `path` only names the source in error messages.
-IdxArray parse_idx(const std::vector<std::uint8_t>& bytes, const std::string& path);
+IdxArray parse_idx(const std::vector<std::uint8_t>& bytes, const std::string& path,
+                   std::size_t max_bytes = idx_default_max_bytes);
 
-inline IdxArray read_idx(const std::string& path) { return parse_idx(read_file_maybe_gzip(path), path); }
+// Reads an IDX file, streamed (see above).
+IdxArray read_idx(const std::string& path, std::size_t max_bytes = idx_default_max_bytes);
 
 }  // namespace qsgd::models
