@@ -238,8 +238,7 @@ TEST_F(Idx, FashionMnistMissingDirectoryNamesThePath) {
 
 TEST(FashionMnist, LoadsTheDebianPackage) {
   const std::string dir = default_fashion_mnist_dir();
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) GTEST_SKIP() << dir << " missing (Debian package dataset-fashion-mnist)";
+  QSGD_REQUIRE_DATASET(dir);
   const LabeledDataset d = load_fashion_mnist(dir, Split::test);
   ASSERT_EQ(d.size(), 10000u);
   EXPECT_EQ(d.features, 784u);

@@ -116,8 +116,7 @@ TEST(Training, CnnLearnsFashionMnist) {
   // batch 32, lr 0.05 momentum 0.9, 30 steps. Loss on those images starts
   // at 2.29 and reaches 0.73; required: a 2x reduction.
   const std::string dir = default_fashion_mnist_dir();
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) GTEST_SKIP() << dir << " missing (Debian package dataset-fashion-mnist)";
+  QSGD_REQUIRE_DATASET(dir);
   LabeledDataset d = load_fashion_mnist(dir, Split::test);
   d.x.resize(512 * d.features);
   d.y.resize(512);
