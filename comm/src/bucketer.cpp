@@ -82,9 +82,10 @@ void Bucketer<E>::poll_loop() {
   const auto period = std::chrono::microseconds(cfg_.poll_us);
   std::unique_lock<std::mutex> lock(poller_->mutex);
   for (;;) {
-    poller_->wake.wait(lock, [this] { return poller_->stop || in_flight_ > 0; });
+    poller_->wake.wait(lock, [this] { return poller_->stop || any_in_flight(); });
     if (poller_->stop) return;
-    (void)poll_all();
+    compressed_.poll();
+    if (&dense_ != &compressed_) dense_.poll();
     lock.unlock();
     std::this_thread::sleep_for(period);
     lock.lock();
@@ -92,10 +93,10 @@ void Bucketer<E>::poll_loop() {
 }
 
 template <class E>
-double Bucketer<E>::poll_all() {
-  double kernels = compressed_.poll();
-  if (&dense_ != &compressed_) kernels += dense_.poll();
-  return kernels;
+bool Bucketer<E>::any_in_flight() const {
+  for (const Bucket& b : buckets_)
+    if (b.started && !b.done) return true;
+  return false;
 }
 
 template <class E>
@@ -175,7 +176,6 @@ void Bucketer<E>::begin_step(std::uint64_t step) {
     b.started = b.done = false;
   }
   std::fill(pushed_.begin(), pushed_.end(), 0);
-  in_flight_ = 0;  // a wait that threw may have left it counting
   step_ = step;
   totals_ = StepTotals{};
   intervals_.clear();
@@ -184,10 +184,7 @@ void Bucketer<E>::begin_step(std::uint64_t step) {
 template <class E>
 void Bucketer<E>::push(std::uint32_t tensor, const const_values_view& grad) {
   auto lock = guard(poller_);
-  Bucket& b = check_push(tensor, grad.extent(0));
-  const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
-  Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
-  if (++b.pushed == b.tensors.size()) start_bucket(b, b.buffer);
+  copy_in(check_push(tensor, grad.extent(0)), tensor, grad);
 }
 
 template <class E>
@@ -197,8 +194,13 @@ void Bucketer<E>::push_inplace(std::uint32_t tensor, const values_view& grad) {
   if (b.tensors.size() == 1 && b.length == sizes_[tensor]) {  // the tensor is the bucket: no fusion copy
     b.pushed = 1;
     start_bucket(b, grad);
-    return;
+  } else {
+    copy_in(b, tensor, grad);
   }
+}
+
+template <class E>
+void Bucketer<E>::copy_in(Bucket& b, std::uint32_t tensor, const const_values_view& grad) {
   const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
   Kokkos::deep_copy(Kokkos::subview(b.buffer, Kokkos::make_pair(off, off + sizes_[tensor])), grad);
   if (++b.pushed == b.tensors.size()) start_bucket(b, b.buffer);
@@ -225,7 +227,7 @@ void Bucketer<E>::start_bucket(Bucket& b, const values_view& data) {
   b.t_start = detail::clock_seconds();
   b.handle = exchange_for(b).start(data, data, b.tensors.front(), step_);
   b.started = true;
-  if (++in_flight_ == 1 && poller_) poller_->wake.notify_one();
+  if (poller_) poller_->wake.notify_one();
 }
 
 template <class E>
@@ -241,7 +243,6 @@ void Bucketer<E>::finish(Bucket& b) {
   Exchange<E>& ex = exchange_for(b);
   ex.wait(b.handle);
   b.done = true;
-  --in_flight_;
   const OpStats& st = ex.last_stats();
   totals_.quantize_s += st.quantize_s;
   totals_.encode_s += st.encode_s;

@@ -55,11 +55,6 @@ std::size_t parse_dims(const std::uint8_t* b, std::size_t nd, std::size_t max_by
   return count;
 }
 
-std::string header_short(std::size_t nd, std::size_t have) {
-  return "truncated: header of " + std::to_string(nd) + " dimensions needs " + std::to_string(4 + 4 * nd) +
-         " bytes, file has " + std::to_string(have);
-}
-
 // A gzip (or plain) file read through zlib, in pieces.
 class GzReader {
  public:
@@ -113,31 +108,6 @@ class GzReader {
 
 }  // namespace
 
-std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path, std::size_t max_bytes) {
-  GzReader in(path);
-  std::vector<std::uint8_t> out;
-  in.read(out, max_bytes);
-  std::vector<std::uint8_t> more;
-  if (in.read(more, 1) != 0)
-    fail(path, "more than the limit of " + std::to_string(max_bytes) + " bytes once decompressed");
-  return out;
-}
-
-IdxArray parse_idx(const std::vector<std::uint8_t>& b, const std::string& path, std::size_t max_bytes) {
-  const std::size_t nd = check_magic(b.data(), b.size(), path);
-  const std::size_t header = 4 + 4 * nd;
-  if (b.size() < header) fail(path, header_short(nd, b.size()));
-  IdxArray a;
-  const std::size_t count = parse_dims(&b[4], nd, max_bytes, path, a.dims);
-  const std::size_t have = b.size() - header;
-  if (have < count)
-    fail(path, "truncated: dimensions need " + std::to_string(count) + " data bytes, file has " + std::to_string(have));
-  if (have > count)
-    fail(path, "trailing data: dimensions need " + std::to_string(count) + " data bytes, file has " + std::to_string(have));
-  a.data.assign(b.begin() + static_cast<std::ptrdiff_t>(header), b.end());
-  return a;
-}
-
 IdxArray read_idx(const std::string& path, std::size_t max_bytes) {
   // Streamed: the header first, then exactly the data it announces (at most
   // max_bytes), then one byte more to tell trailing data; memory never
@@ -147,7 +117,9 @@ IdxArray read_idx(const std::string& path, std::size_t max_bytes) {
   in.read(head, 4);
   const std::size_t nd = check_magic(head.data(), head.size(), path);
   in.read(head, 4 * nd);
-  if (head.size() < 4 + 4 * nd) fail(path, header_short(nd, head.size()));
+  if (head.size() < 4 + 4 * nd)
+    fail(path, "truncated: header of " + std::to_string(nd) + " dimensions needs " + std::to_string(4 + 4 * nd) +
+                   " bytes, file has " + std::to_string(head.size()));
   IdxArray a;
   const std::size_t count = parse_dims(&head[4], nd, max_bytes, path, a.dims);
   a.data.reserve(count);

@@ -354,6 +354,22 @@ TEST(UntrustedInput, CorruptHeaderFieldsWithValidChecksum) {
   RecordProperty("tolerant_edits_accepted", accepted);
 }
 
+// Words of a forged message: `h` (its total size set from its layout),
+// every bucket scale 1, a zero payload, a valid checksum: only the header's
+// fields are forged.
+std::vector<std::uint64_t> forge(qsgd::MessageHeader& h) {
+  const qsgd::MessageLayout lay = qsgd::layout_of(h);
+  h.total_bytes = lay.total_words * 8;
+  std::vector<std::uint64_t> w(lay.total_words, 0);
+  set_header(w, h);
+  for (std::uint64_t b = 0; b < lay.buckets; ++b) {
+    const float one = 1.0f;
+    std::memcpy(reinterpret_cast<unsigned char*>(w.data() + lay.scales_word) + 4 * b, &one, 4);
+  }
+  reseal(w, h.total_bytes);
+  return w;
+}
+
 // A forged elias-dense message with a valid checksum that claims n = 2^32
 // (the default Expect::max_n, so the size limit lets it through) with
 // d = 2^32 - 1 and chunk = max_chunk (2 buckets, 65536 chunks: 512 KiB of
@@ -374,16 +390,8 @@ TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
   h.nchunks = static_cast<std::uint32_t>((h.n + h.chunk - 1) / h.chunk);
   h.payload_bits = 0;
   h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
-  const qsgd::MessageLayout lay = qsgd::layout_of(h);
-  h.total_bytes = lay.total_words * 8;
+  const auto w = forge(h);
   ASSERT_EQ(h.total_bytes, 64u + 8u + 8u * 65536u);  // header, 2 scales, offsets
-  std::vector<std::uint64_t> w(lay.total_words, 0);
-  set_header(w, h);
-  for (std::uint64_t b = 0; b < lay.buckets; ++b) {
-    const float one = 1.0f;
-    std::memcpy(reinterpret_cast<unsigned char*>(w.data() + lay.scales_word) + 4 * b, &one, 4);
-  }
-  reseal(w, h.total_bytes);
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_dense, 16, 64, Norm::max));
   const std::string why =
@@ -419,12 +427,8 @@ TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
   h.nchunks = 2;
   h.payload_bits = 2;
   h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
-  const qsgd::MessageLayout lay = qsgd::layout_of(h);
-  h.total_bytes = lay.total_words * 8;
+  const auto w = forge(h);
   ASSERT_EQ(h.total_bytes, 96u);
-  std::vector<std::uint64_t> w(lay.total_words, 0);
-  set_header(w, h);
-  reseal(w, h.total_bytes);
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_sparse, 16, 64, Norm::max));
   const std::string why =

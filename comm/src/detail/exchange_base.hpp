@@ -11,7 +11,6 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
@@ -223,8 +222,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
     return kernels;
   }
 
-  double poll() override {
-    double kernels = 0;
+  void poll() override {
     for (auto& s : slots_) {
       OpT& op = *s;
       if (!op.active || op.finished || !op.poll_error.empty() || &op == waiting_) continue;
@@ -240,7 +238,6 @@ class ExchangeBase : public Exchange<ExecSpace> {
         }
         op.stats.comm_s += t.call;
         op.stats.decode_s += t.reduce;
-        kernels += t.reduce;
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         int done = 0;
@@ -252,7 +249,6 @@ class ExchangeBase : public Exchange<ExecSpace> {
         }
       }
     }
-    return kernels;
   }
 
   void set_wait_idle(typename Base::IdleFn idle) override { idle_ = std::move(idle); }
@@ -634,15 +630,14 @@ class ExchangeBase : public Exchange<ExecSpace> {
     while (!op.finished) {
       if (op.schedule != nullptr) {
         ScheduleTimes t;
-        bool done = false;
-        try {
-          done = block && idle_ ? spin(op, t) : op.schedule->advance(block, t);
-        } catch (const HookError& e) {  // the wait hook's, as it was thrown
-          std::rethrow_exception(e.saved);
-        } catch (const std::runtime_error& e) {  // a peer's message of the wrong size
-          fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
-                     std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
-                         std::to_string(op.tensor));
+        bool done = true;
+        if (block && idle_) {
+          ScheduleTimes mine;
+          const double waited = spin(op, [&] { return advance(op, false, mine); });
+          t.reduce = mine.reduce;
+          t.blocked = std::max(0.0, waited - mine.reduce);
+        } else {
+          done = advance(op, block, t);
         }
         op.stats.blocked_s += t.blocked;
         op.stats.comm_s += t.call;
@@ -653,16 +648,11 @@ class ExchangeBase : public Exchange<ExecSpace> {
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         if (block && idle_) {
-          const Waiting w(waiting_, op);
-          double kernels = 0;
-          int done = 0;
-          for (;;) {
+          op.stats.blocked_s += spin(op, [&] {
+            int done = 0;
             MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
-            if (done) break;
-            kernels += idle_();
-            std::this_thread::yield();
-          }
-          op.stats.blocked_s += std::max(0.0, seconds_since(t0) - kernels);
+            return done != 0;
+          });
         } else if (block) {
           MPI_Waitall(op.nreqs, op.reqs.data(), MPI_STATUSES_IGNORE);
           op.stats.blocked_s += seconds_since(t0);
@@ -680,41 +670,33 @@ class ExchangeBase : public Exchange<ExecSpace> {
     return true;
   }
 
-  // Blocking advance of a schedule under a wait hook: test, let the hook
-  // advance the other operations (progress() and poll() skip this one), yield,
-  // until the schedule is done. All of the wall time but the kernels (this
-  // schedule's additions and what the hook ran) is blocked time.
-  // Errors of this schedule (std::runtime_error from advance) are the
-  // caller's to name; whatever the hook throws (another operation's
-  // ExchangeError, a kernel's error) passes through unchanged.
-  bool spin(OpT& op, ScheduleTimes& t) {
-    const Waiting w(waiting_, op);
-    const auto t0 = Clock::now();
-    ScheduleTimes mine;
-    double kernels = 0;
-    while (!op.schedule->advance(false, mine)) {
-      double k = 0;
-      try {
-        k = idle_();
-      } catch (const std::runtime_error& e) {
-        throw HookError(e);
-      }
-      kernels += k;
-      std::this_thread::yield();
+  // Advances the op's schedule; a peer's message of the wrong size
+  // (std::runtime_error from the schedule) becomes the op's error.
+  bool advance(OpT& op, bool block, ScheduleTimes& t) {
+    try {
+      return op.schedule->advance(block, t);
+    } catch (const std::runtime_error& e) {
+      fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
+                 std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
+                     std::to_string(op.tensor));
     }
-    t.reduce += mine.reduce;
-    t.blocked += std::max(0.0, seconds_since(t0) - mine.reduce - kernels);
-    return true;
   }
 
-  // Carries an exception of the wait hook past drive()'s handler of this
-  // schedule's own errors (not a std::runtime_error, so that handler skips it).
-  struct HookError : std::exception {
-    explicit HookError(const std::runtime_error& e) : saved(std::current_exception()), what_(e.what()) {}
-    const char* what() const noexcept override { return what_.c_str(); }
-    std::exception_ptr saved;
-    std::string what_;
-  };
+  // A blocking wait under a wait hook: `test()` (true once the op's network
+  // side is done), the hook advancing the other operations (progress() and
+  // poll() skip this one), yield, until done. Returns the wall time less the
+  // kernels the hook ran; what the hook throws passes through unchanged.
+  template <class Test>
+  double spin(OpT& op, Test&& test) {
+    const Waiting w(waiting_, op);
+    const auto t0 = Clock::now();
+    double kernels = 0;
+    while (!test()) {
+      kernels += idle_();
+      std::this_thread::yield();
+    }
+    return std::max(0.0, seconds_since(t0) - kernels);
+  }
 
   // Marks the operation a blocking wait is spinning on, for its scope.
   struct Waiting {

@@ -131,9 +131,10 @@ class Bucketer {
   Exchange<ExecSpace>& exchange_for(const Bucket& b) { return b.compressed ? compressed_ : dense_; }
   void finish(Bucket& b);
   Bucket& check_push(std::uint32_t tensor, std::uint64_t n);
+  void copy_in(Bucket& b, std::uint32_t tensor, const const_values_view& grad);
   void start_bucket(Bucket& b, const values_view& data);
   void poll_loop();
-  double poll_all();  // poll() of both exchanges; kernel seconds
+  bool any_in_flight() const;  // a bucket started and not finished (under the poller's mutex)
 
   Exchange<ExecSpace>& compressed_;
   Exchange<ExecSpace>& dense_;
@@ -147,7 +148,6 @@ class Bucketer {
   bool planned_ = false;
   StepTotals totals_;
   std::vector<std::pair<double, double>> intervals_;  // this step's network intervals
-  int in_flight_ = 0;  // buckets started and not yet finished, this step (under the poller's mutex)
   bool hooked_ = false;  // this Bucketer installed the exchanges' wait hooks
   std::unique_ptr<PollThread> poller_;
 };

@@ -32,14 +32,6 @@ struct IdxArray {
 // images are 47 MB).
 constexpr std::size_t idx_default_max_bytes = std::size_t(1) << 30;
 
-// Reads a whole file through zlib, which reads gzip and plain files alike;
-// more than max_bytes once decompressed is a DataError (read stops there).
-std::vector<std::uint8_t> read_file_maybe_gzip(const std::string& path, std::size_t max_bytes = idx_default_max_bytes);
-
-// Parses IDX bytes; `path` only names the source in error messages.
-IdxArray parse_idx(const std::vector<std::uint8_t>& bytes, const std::string& path,
-                   std::size_t max_bytes = idx_default_max_bytes);
-
 // Reads an IDX file, streamed (see above).
 IdxArray read_idx(const std::string& path, std::size_t max_bytes = idx_default_max_bytes);
 
