@@ -6,6 +6,8 @@
 //   memcpy/kokkos             Kokkos::deep_copy of n floats, default memory space: the ceiling
 //   memcpy/std                std::memcpy of n floats in host memory, for reference
 //   quantize                  qsgd::quantize into a Quantized (levels stored)
+//   checksum/crc32c           message_checksum (the CRC32C tree) over the 4n
+//                             bytes of the input
 //   encode/<codec>            Codec::encode(v, key, out): fixed is the fused
 //                             quantize+pack path; the Elias codes quantize, then encode
 //   encode_only/<codec>       Codec::encode(q, out) of a vector quantized beforehand
@@ -33,9 +35,11 @@
 // Performance targets at n = 2^24, d = 512, s = 16, max norm (run_targets.sh
 // runs exactly this and checks them); read the `frac_of_memcpy` counter of the
 // `_median` aggregate rows:
-//   encode/fixed/16777216/manual_time_median              frac_of_memcpy >= 0.50
-//   decode_accumulate/fixed/16777216/manual_time_median   frac_of_memcpy >= 0.50
-//   encode/elias-dense/16777216/manual_time_median        frac_of_memcpy >= 0.15
+//   encode/fixed/16777216/manual_time_median                 frac_of_memcpy >= 0.60
+//   decode_accumulate/fixed/16777216/manual_time_median      frac_of_memcpy >= 0.60
+//   checksum/crc32c/16777216/manual_time_median              frac_of_memcpy >= 0.80
+//   encode/elias-dense/16777216/manual_time_median           frac_of_memcpy >= 0.15
+//   decode_accumulate/elias-dense/16777216/manual_time_median frac_of_memcpy >= 0.10
 //
 // Options of this program (before the Google Benchmark and Kokkos ones):
 //   --qsgd_s=16 --qsgd_d=512 --qsgd_norm=max|l2 --qsgd_chunk=4096
@@ -287,6 +291,25 @@ void bm_decode_accumulate(benchmark::State& state, Suite* suite, qsgd::CodecKind
   });
 }
 
+// The message checksum (CRC32C tree of crc32c.hpp) over the 4n bytes of the
+// input, as if it were one message: the checksum's own speed.
+void bm_checksum(benchmark::State& state, Suite* suite) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  const std::size_t bytes = 4 * n / 8 * 8;
+  Kokkos::View<const std::uint64_t*, Mem, Kokkos::MemoryUnmanaged> words(
+      reinterpret_cast<const std::uint64_t*>(b.input.data()), bytes / 8);
+  Kokkos::View<std::uint32_t*, Mem> scratch("qsgd::bench::crc_blocks", qsgd::checksum_blocks(bytes));
+  Kokkos::View<std::uint32_t*, Mem> table("qsgd::bench::crc_table", 256);
+  auto host_table = Kokkos::View<const std::uint32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+      qsgd::detail::crc32c_table(), 256);
+  Kokkos::deep_copy(table, host_table);
+  suite->run(state, Suite::Role::measured, [&](std::uint64_t) -> std::size_t {
+    benchmark::DoNotOptimize(qsgd::message_checksum(Exec(), words, bytes, scratch, table));
+    return 0;
+  });
+}
+
 // ---- registration and context ----------------------------------------------
 
 template <class Fn, class... Args>
@@ -305,6 +328,7 @@ void register_all(Suite* suite) {
     add("memcpy/kokkos", n, bm_memcpy_kokkos, suite);  // first: the ceiling of this n
     add("memcpy/std", n, bm_memcpy_std, suite);
     add("quantize", n, bm_quantize, suite);
+    add("checksum/crc32c", n, bm_checksum, suite);
     for (auto c : all_codecs()) add("encode/" + qsgd::to_string(c), n, bm_encode, suite, c);
     for (auto c : all_codecs())
       if (qsgd::is_quantized(c)) add("encode_only/" + qsgd::to_string(c), n, bm_encode_only, suite, c);

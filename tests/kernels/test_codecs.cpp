@@ -3,7 +3,9 @@
 // message payload compared bit for bit against a reference encoder written
 // from the spec. Label: unit.
 
+#include <cstdio>
 #include <sstream>
+#include <tuple>
 
 #include "test_util.hpp"
 
@@ -372,6 +374,112 @@ INSTANTIATE_TEST_SUITE_P(Codecs, QuantizedRoundTrip,
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
+
+// ---- host SIMD path of the fixed-width code ------------------------------------------
+
+// Runs f with the host SIMD paths on or off, restoring the setting after.
+template <class F>
+auto with_simd(bool on, F&& f) {
+  struct Restore {
+    bool prev;
+    ~Restore() { qsgd::detail::simd::set_simd_enabled(prev); }
+  } r{qsgd::detail::simd::set_simd_enabled(on)};
+  return f();
+}
+
+// Input with an all-zero bucket-sized stretch, a stretch of subnormal values
+// (their buckets take the divide-first and tiny-unit arithmetic) and the
+// round-trip input elsewhere.
+std::vector<float> simd_input(std::uint64_t n, std::uint64_t seed) {
+  auto v = roundtrip_input(n, seed);
+  for (std::uint64_t i = n / 3; i < std::min<std::uint64_t>(n, n / 3 + 700); ++i) v[i] = 0.0f;
+  for (std::uint64_t i = 2 * n / 3; i < std::min<std::uint64_t>(n, 2 * n / 3 + 700); ++i) v[i] *= 1e-41f;
+  return v;
+}
+
+// The host SIMD kernels (fused quantize + pack, unpack + decode) give the
+// same message words and the same decoded and accumulated bits as the
+// portable kernels, for every width the SIMD path takes (b = 2..8) and its
+// neighbours (b = 9 falls back), groups that span buckets, tail groups, zero
+// and subnormal buckets. Which path ran is printed: on a CPU without the
+// SIMD instructions both runs take the portable kernels, and the line says so.
+TEST(FixedSimd, MatchesThePortableKernelsBitForBit) {
+  const std::string isa = with_simd(true, [] { return std::string(qsgd::detail::simd::fixed_isa()); });
+  std::printf("[   INFO   ] host SIMD path of the fixed-width code on this CPU: %s\n", isa.c_str());
+  RecordProperty("fixed_isa", isa);
+  for (std::uint64_t n : {64ull, 65ull, 200ull, 512ull, 513ull, 4113ull, 70000ull})
+    for (std::uint32_t d : {0u, 1u, 64u, 100u, 512u, 5000u})
+      for (std::uint32_t s : {1u, 2u, 3u, 7u, 15u, 16u, 100u, 127u, 128u})
+        for (Norm norm : {Norm::l2, Norm::max}) {
+          std::ostringstream os;
+          os << "n=" << n << " d=" << d << " s=" << s << " " << qsgd::to_string(norm);
+          SCOPED_TRACE(os.str());
+          const auto hv = simd_input(n, n + s + d);
+          const Values v = to_device(hv);
+          const auto cfg = config(CodecKind::fixed, s, d, norm);
+          const qsgd::RngKey key{n, s, d, 5};
+          const auto run = [&] {
+            Codec codec(cfg);
+            const Encoded e = encode_values(codec, v, n, key);
+            const MsgBuf buf(e.words, e.bytes);
+            Values vals("vals", n);
+            codec.decode(buf.view(), buf.bytes(), vals);
+            const Values acc = to_device(random_acc(n, n + 3));
+            codec.decode_accumulate(buf.view(), buf.bytes(), -0.3f, acc);
+            codec.validate_message(buf.view(), buf.bytes());
+            return std::make_tuple(e.words, to_host(vals, n), to_host(acc, n));
+          };
+          const auto simd = with_simd(true, run);
+          const auto portable = with_simd(false, run);
+          ASSERT_EQ(std::get<0>(simd), std::get<0>(portable)) << "message words";
+          const auto& a = std::get<1>(simd);
+          const auto& b = std::get<1>(portable);
+          for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << "value " << i;
+          const auto& c = std::get<2>(simd);
+          const auto& e = std::get<2>(portable);
+          for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(c[i]), float_bits(e[i])) << "acc " << i;
+        }
+}
+
+// Invalid codes (a level above s, a negative zero) in a payload: both paths
+// skip the same groups, report the same first bad coordinate and leave the
+// accumulator with the same bits. The payloads bypass the checksum (the
+// kernels are called directly), as a faulty or forged encoder's would.
+TEST(FixedSimd, InvalidCodesAreReportedLikeThePortableKernel) {
+  using qsgd::detail::simd::FixedSink;
+  std::mt19937_64 rng(7);
+  for (std::uint32_t s : {1u, 5u, 7u, 16u, 100u})
+    for (std::uint64_t n : {64ull, 1000ull, 4096ull}) {
+      const std::uint32_t d = 128;
+      const std::uint32_t b = qsgd::detail::fixed_level_bits(s) + 1;
+      const std::uint64_t words = (n * b + 63) / 64, nb = (n + d - 1) / d;
+      std::vector<float> scales(nb);
+      for (auto& x : scales) x = 0.5f + static_cast<float>(rng() % 100) / 10.0f;
+      for (int trial = 0; trial < 20; ++trial) {
+        SCOPED_TRACE("s=" + std::to_string(s) + " n=" + std::to_string(n) + " trial " + std::to_string(trial));
+        std::vector<std::uint64_t> payload(words);
+        for (auto& w : payload) w = rng();
+        const auto acc0 = random_acc(n, trial);
+        std::vector<float> acc_simd = acc0, acc_port = acc0;
+        std::uint64_t bad_simd = 0;
+        const bool ran = with_simd(true, [&] {
+          return qsgd::detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::accumulate, 0.7f,
+                                                  acc_simd.data(), &bad_simd);
+        });
+        using HostUnmanaged = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+        const std::uint64_t bad_port = qsgd::detail::decode_fixed(
+            Kokkos::Serial(), Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(payload.data(), words),
+            Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(scales.data(), nb), n, d, s,
+            qsgd::detail::AccumulateSink<HostUnmanaged>{HostUnmanaged(acc_port.data(), n), 0.7f});
+        if (!ran) {
+          EXPECT_STREQ(qsgd::detail::simd::fixed_isa(), "portable");
+          continue;
+        }
+        ASSERT_EQ(bad_simd, bad_port);
+        for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(acc_simd[i]), float_bits(acc_port[i])) << i;
+      }
+    }
+}
 
 // One large vector (n = 2^20, several checksum blocks, 256 chunks) per codec.
 TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {

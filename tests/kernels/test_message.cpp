@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+#include <cstdio>
+
 #include "test_util.hpp"
 
 namespace {
@@ -594,6 +596,33 @@ TEST(Crc32c, KnownVectorAndTablePath) {
     for (unsigned char b : data) crc = table[(crc ^ b) & 0xFFu] ^ (crc >> 8);
     EXPECT_EQ(~crc, qsgd::detail::crc32c_bytes_host(data.data(), len)) << "length " << len;
   }
+}
+
+// The host path (on CPUs with SSE4.2: four interleaved runs of 16384, 1024
+// or 128 bytes combined through zero-shift tables) equals the table path on
+// random data of lengths around every run boundary and at odd offsets, from a
+// non-trivial starting register.
+TEST(Crc32c, InterleavedRunsEqualTheTablePath) {
+  std::printf("[   INFO   ] host CRC32C path: %s\n", qsgd::detail::crc32c_host_isa());
+  std::mt19937_64 rng(102);
+  std::vector<unsigned char> data(4 * 16384 * 2 + 4 * 1024 * 2 + 4 * 128 * 2 + 256);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  std::vector<std::size_t> lengths;
+  for (std::size_t base : {std::size_t(0), std::size_t(512), std::size_t(4096), std::size_t(4096 + 512),
+                           std::size_t(65536), std::size_t(65536 + 4096 + 512), std::size_t(2 * 65536)})
+    for (std::size_t k = 0; k < 12; ++k)
+      for (long delta : {-9L, -8L, -1L, 0L, 1L, 7L, 8L, 13L}) {
+        const long len = static_cast<long>(base + 8 * k) + delta;
+        if (len >= 0) lengths.push_back(static_cast<std::size_t>(len));
+      }
+  for (std::size_t len : lengths)
+    for (std::size_t off : {std::size_t(0), std::size_t(3)}) {
+      if (off + len > data.size()) continue;
+      const std::uint32_t init = static_cast<std::uint32_t>(rng());
+      ASSERT_EQ(qsgd::detail::crc32c_host(init, data.data() + off, len),
+                qsgd::detail::crc32c_host_portable(init, data.data() + off, len))
+          << "length " << len << " offset " << off;
+    }
 }
 
 // message_checksum in the execution space (one block per thread, 64 KiB

@@ -353,9 +353,11 @@ TEST(InputValidation, NonFiniteInputThrowsNamingTheFirstIndex) {
     const Values dv = to_device(v);
     const std::string needle = "element " + std::to_string(cs.first);
     for (CodecKind c : kAllCodecs)
-      for (std::uint32_t d : {0u, 64u}) {
-        SCOPED_TRACE(qsgd::to_string(c) + " d=" + std::to_string(d) + " first bad " + std::to_string(cs.first));
-        Codec codec(config(c, 16, d, Norm::l2));
+      for (std::uint32_t d : {0u, 64u})
+        for (Norm norm : {Norm::l2, Norm::max}) {
+        SCOPED_TRACE(qsgd::to_string(c) + " d=" + std::to_string(d) + " " + qsgd::to_string(norm) + " first bad " +
+                     std::to_string(cs.first));
+        Codec codec(config(c, 16, d, qsgd::is_quantized(c) ? norm : Norm::none));
         Words out("out", codec.max_message_bytes(v.size()) / 8);
         const std::string what = expect_error(Errc::non_finite_input, [&] { codec.encode(dv, v.size(), qsgd::RngKey{}, out); });
         EXPECT_NE(what.find(needle), std::string::npos) << what;

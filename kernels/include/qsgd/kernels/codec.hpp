@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "qsgd/kernels/config.hpp"
 #include "qsgd/kernels/crc32c.hpp"
 #include "qsgd/kernels/detail/elias.hpp"
+#include "qsgd/kernels/detail/fixed_simd.hpp"
 #include "qsgd/kernels/detail/fixed_width.hpp"
 #include "qsgd/kernels/detail/float_codec.hpp"
 #include "qsgd/kernels/detail/sinks.hpp"
@@ -73,15 +75,25 @@ class Codec {
       const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg_, n));
       q_.reshape(n, d, cfg_.s, cfg_.norm, QuantizerKind::stochastic);
       if (out.extent(0) * 8 < header_bytes) throw Error(Errc::buffer_too_small, "encode: no room for a header");
-      compute_scales(exec_, v, n, d, cfg_.norm, q_.scales, "encode");
       MessageHeader h = make_header(cfg_, n, QuantizerKind::stochastic);
       h.d = d;
       const MessageLayout lay = finish_layout(h, out);
+      const StreamKey sk = make_stream_key(key);
+      const words_view payload = payload_of(lay, out);
+      auto status = detail::simd::EncodeStatus::not_applicable;
+      if constexpr (host_simd) {
+        // Scales computed bucket by bucket inside the encoder (one read of v).
+        exec_.fence();
+        status = detail::simd::encode_fixed_stochastic(v.data(), q_.scales.data(), n, d, cfg_.s, cfg_.norm, sk,
+                                                       payload.data());
+      }
+      if (status != detail::simd::EncodeStatus::done) {
+        compute_scales(exec_, v, n, d, cfg_.norm, q_.scales, "encode");  // throws on bad input
+        using VV = const_values_view;
+        using SV = Kokkos::View<float*, memory_space>;
+        detail::encode_fixed(exec_, detail::StochasticSource<VV, SV>{v, q_.scales, cfg_.s, sk}, n, d, cfg_.s, payload);
+      }
       copy_scales_from(lay, out, q_);
-      using VV = const_values_view;
-      using SV = Kokkos::View<float*, memory_space>;
-      detail::StochasticSource<VV, SV> src{v, q_.scales, cfg_.s, make_stream_key(key)};
-      detail::encode_fixed(exec_, src, n, d, cfg_.s, payload_of(lay, out));
       return seal(h, out);
     }
     quantize(exec_, cfg_, v, n, key, q_);
@@ -290,7 +302,8 @@ class Codec {
       detail::throw_corrupt(h, "scale of bucket " + std::to_string(bad_scale) + " is negative or not finite");
     std::uint64_t bad;
     if (codec == CodecKind::fixed) {
-      bad = detail::decode_fixed(exec_, payload, scales, n, h.d, h.s, sink);
+      if (!decode_fixed_simd(payload, scales, n, h.d, h.s, sink, bad))
+        bad = detail::decode_fixed(exec_, payload, scales, n, h.d, h.s, sink);
       if (bad != detail::no_index) detail::throw_corrupt(h, "invalid fixed-width code at element " + std::to_string(bad));
       return h;
     }
@@ -301,6 +314,32 @@ class Codec {
               : detail::decode_elias<false>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink);
     if (bad != detail::no_index) detail::throw_corrupt(h, "invalid code in chunk " + std::to_string(bad));
     return h;
+  }
+
+  // The host SIMD paths (detail/fixed_simd.hpp) serve the Serial backend.
+  static constexpr bool host_simd =
+      detail::use_host_loops<ExecSpace>() && std::is_same<memory_space, Kokkos::HostSpace>::value;
+
+  // decode_fixed through the host SIMD path for the sinks it implements;
+  // false when it does not apply (the caller runs the portable kernel).
+  template <class PayloadView, class ScaleView, class Sink>
+  bool decode_fixed_simd(const PayloadView& payload, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
+                         std::uint32_t s, const Sink& sink, std::uint64_t& bad) {
+    if constexpr (host_simd) {
+      using detail::simd::FixedSink;
+      exec_.fence();
+      if constexpr (std::is_same<Sink, detail::AccumulateSink<values_view>>::value)
+        return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::accumulate, sink.weight,
+                                          sink.acc.data(), &bad);
+      else if constexpr (std::is_same<Sink, detail::ValueSink<values_view>>::value)
+        return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::values, 0.0f,
+                                          sink.out.data(), &bad);
+      else if constexpr (std::is_same<Sink, detail::NullSink>::value)
+        return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::validate, 0.0f, nullptr,
+                                          &bad);
+    }
+    (void)payload, (void)scales, (void)n, (void)d, (void)s, (void)sink, (void)bad;
+    return false;
   }
 
   CodecConfig cfg_;

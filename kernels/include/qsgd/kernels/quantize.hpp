@@ -133,44 +133,48 @@ namespace detail {
 constexpr int l2_lanes = 32;
 constexpr std::uint32_t inf_bits = 0x7f800000u;
 
+// The scale of one bucket x[0, len) on the host (one vectorizable loop per
+// norm). Sets `finite` to false, and returns 0, when a coordinate is NaN/Inf.
+// Shared by bucket_scales_host and the fused encoder of fixed_simd.cpp.
+KOKKOS_INLINE_FUNCTION float host_bucket_scale(const float* x, std::uint64_t len, Norm norm, bool& finite) {
+  constexpr int lanes = l2_lanes;
+  std::int32_t mx = 0;
+  for (std::uint64_t j = 0; j < len; ++j) {
+    const std::int32_t m = static_cast<std::int32_t>(float_bits(x[j]) & 0x7fffffffu);
+    mx = m > mx ? m : mx;
+  }
+  finite = static_cast<std::uint32_t>(mx) < inf_bits;
+  if (!finite) return 0.0f;
+  if (norm != Norm::l2) return bits_float(static_cast<std::uint32_t>(mx));
+  double part[lanes] = {};
+  std::uint64_t j = 0;
+  for (; j + lanes <= len; j += lanes)
+    for (int l = 0; l < lanes; ++l) {
+      const double y = x[j + l];
+      part[l] = add_rn(part[l], mul_rn(y, y));
+    }
+  for (int l = 0; j + l < len; ++l) {
+    const double y = x[j + l];
+    part[l] = add_rn(part[l], mul_rn(y, y));
+  }
+  double sum = 0.0;
+  for (int l = 0; l < lanes; ++l) sum = add_rn(sum, part[l]);
+  return static_cast<float>(Kokkos::Experimental::sqrt(sum));
+}
+
 // bucket_scales, host path (one loop per bucket). Returns the first bad bucket.
 template <class ExecSpace, class VView, class SView>
 std::uint64_t bucket_scales_host(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
                                  Norm norm, const SView& scales, std::uint64_t nb) {
-  constexpr int lanes = l2_lanes;
   std::uint64_t bad_bucket = no_index;
   Kokkos::parallel_reduce(
         "qsgd::bucket_scales[host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
         KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& bad) {
           const std::uint64_t begin = b * d;
           const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
-          const float* x = v.data() + begin;
-          std::int32_t mx = 0;
-          for (std::uint64_t j = 0; j < len; ++j) {
-            const std::int32_t m = static_cast<std::int32_t>(float_bits(x[j]) & 0x7fffffffu);
-            mx = m > mx ? m : mx;
-          }
-          float scale = bits_float(static_cast<std::uint32_t>(mx));
-          if (static_cast<std::uint32_t>(mx) >= inf_bits) {
-            if (b < bad) bad = b;
-            scale = 0.0f;
-          } else if (norm == Norm::l2) {
-            double part[lanes] = {};
-            std::uint64_t j = 0;
-            for (; j + lanes <= len; j += lanes)
-              for (int l = 0; l < lanes; ++l) {
-                const double y = x[j + l];
-                part[l] = add_rn(part[l], mul_rn(y, y));
-              }
-            for (int l = 0; j + l < len; ++l) {
-              const double y = x[j + l];
-              part[l] = add_rn(part[l], mul_rn(y, y));
-            }
-            double sum = 0.0;
-            for (int l = 0; l < lanes; ++l) sum = add_rn(sum, part[l]);
-            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
-          }
-          scales(b) = scale;
+          bool finite = true;
+          scales(b) = host_bucket_scale(v.data() + begin, len, norm, finite);
+          if (!finite && b < bad) bad = b;
         },
         Kokkos::Min<std::uint64_t>(bad_bucket));
   return bad_bucket;

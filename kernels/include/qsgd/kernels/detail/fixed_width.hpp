@@ -157,12 +157,37 @@ KOKKOS_INLINE_FUNCTION void unpack_group(const WordView& payload, std::uint64_t 
   unpack_codes(payload, w, cnt, b, code);
 }
 
+// One 64-coordinate group g of encode_fixed: fills its levels from the source
+// and writes its b words. Shared by the Kokkos kernel and the host SIMD path
+// (which calls it for the groups it does not vectorize).
+template <class Source, class WordView>
+KOKKOS_INLINE_FUNCTION void encode_fixed_group(const Source& src, std::uint64_t g, std::uint64_t n, std::uint32_t d,
+                                               std::uint32_t s, const WordView& payload) {
+  const std::uint32_t lb = fixed_level_bits(s);
+  const std::uint32_t b = lb + 1;
+  const std::uint64_t i0 = g * fixed_group;
+  const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
+  const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
+  std::int32_t lv[fixed_group];
+  src.fill(lv, i0, i1, d);
+  std::uint64_t code[fixed_group];
+  for (std::uint32_t j = 0; j < cnt; ++j) {
+    const std::int32_t l = lv[j];
+    const std::int32_t neg = l >> 31;  // 0 or -1
+    code[j] = static_cast<std::uint64_t>(static_cast<std::uint32_t>((l ^ neg) - neg)) |
+              (static_cast<std::uint64_t>(neg & 1) << lb);
+  }
+  pack_group(code, cnt, b, payload, g * b);
+}
+
 /*
  * encode_fixed
  * Purpose: pack n signed levels at b = 1 + bit_width(s) bits each.
  * Algorithm: one work item per 64 coordinates, which fill exactly b words, so
  *   no two items share a word and no atomics are needed. The item first
  *   fills 64 levels (a vectorizable loop per bucket segment), then packs them.
+ *   (Codec uses the host SIMD path of fixed_simd.hpp instead where the CPU
+ *   has one; it writes the same words.)
  * Cost: writes n*b/8 bytes; reads what the source reads (4n bytes of levels,
  *   or 4n bytes of input when quantizing on the fly).
  * Requirements: payload has ceil(n*b/64) words.
@@ -170,25 +195,43 @@ KOKKOS_INLINE_FUNCTION void unpack_group(const WordView& payload, std::uint64_t 
 template <class ExecSpace, class Source, class WordView>
 void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
                   const WordView& payload) {
-  const std::uint32_t lb = fixed_level_bits(s);
-  const std::uint32_t b = lb + 1;
   const std::uint64_t groups = ceil_div(n, fixed_group);
   Kokkos::parallel_for(
-      "qsgd::encode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), KOKKOS_LAMBDA(std::uint64_t g) {
-        const std::uint64_t i0 = g * fixed_group;
-        const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
-        const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
-        std::int32_t lv[fixed_group];
-        src.fill(lv, i0, i1, d);
-        std::uint64_t code[fixed_group];
-        for (std::uint32_t j = 0; j < cnt; ++j) {
-          const std::int32_t l = lv[j];
-          const std::int32_t neg = l >> 31;  // 0 or -1
-          code[j] = static_cast<std::uint64_t>(static_cast<std::uint32_t>((l ^ neg) - neg)) |
-                    (static_cast<std::uint64_t>(neg & 1) << lb);
-        }
-        pack_group(code, cnt, b, payload, g * b);
-      });
+      "qsgd::encode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
+      KOKKOS_LAMBDA(std::uint64_t g) { encode_fixed_group(src, g, n, d, s, payload); });
+}
+
+// One 64-coordinate group g of decode_fixed. Returns false, and hands nothing
+// to the sink, when a code of the group is invalid.
+template <class WordView, class ScaleView, class Sink>
+KOKKOS_INLINE_FUNCTION bool decode_fixed_group(const WordView& payload, const ScaleView& scales, std::uint64_t g,
+                                               std::uint64_t n, std::uint32_t d, std::uint32_t s, const Sink& sink) {
+  const std::uint32_t lb = fixed_level_bits(s);
+  const std::uint32_t b = lb + 1;
+  const std::uint64_t lmask = (std::uint64_t(1) << lb) - 1;
+  const std::uint64_t i0 = g * fixed_group;
+  const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
+  const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
+  std::int32_t lv[fixed_group];
+  std::uint64_t code[fixed_group];
+  unpack_group(payload, g * b, cnt, b, code);
+  std::uint32_t invalid = 0;
+  for (std::uint32_t j = 0; j < cnt; ++j) {
+    const std::int32_t l = static_cast<std::int32_t>(code[j] & lmask);
+    const std::int32_t neg = -static_cast<std::int32_t>(code[j] >> lb);  // 0 or -1
+    invalid |= static_cast<std::uint32_t>(l > static_cast<std::int32_t>(s)) |
+               static_cast<std::uint32_t>(neg != 0 && l == 0);
+    lv[j] = (l ^ neg) - neg;
+  }
+  if (invalid) return false;
+  std::uint64_t i = i0;
+  while (i < i1) {
+    const std::uint64_t bk = i / d;
+    const std::uint64_t e = (bk + 1) * d < i1 ? (bk + 1) * d : i1;
+    const LevelUnit unit(scales(bk), s);
+    for (; i < e; ++i) sink.put(i, lv[i - i0], unit);
+  }
+  return true;
 }
 
 /*
@@ -203,39 +246,12 @@ void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std
 template <class ExecSpace, class WordView, class ScaleView, class Sink>
 std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const ScaleView& scales, std::uint64_t n,
                            std::uint32_t d, std::uint32_t s, const Sink& sink) {
-  const std::uint32_t lb = fixed_level_bits(s);
-  const std::uint32_t b = lb + 1;
-  const std::uint64_t lmask = (std::uint64_t(1) << lb) - 1;
   const std::uint64_t groups = ceil_div(n, fixed_group);
   std::uint64_t first_bad = no_index;
   Kokkos::parallel_reduce(
       "qsgd::decode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
       KOKKOS_LAMBDA(std::uint64_t g, std::uint64_t& bad) {
-        const std::uint64_t i0 = g * fixed_group;
-        const std::uint64_t i1 = i0 + fixed_group < n ? i0 + fixed_group : n;
-        const std::uint32_t cnt = static_cast<std::uint32_t>(i1 - i0);
-        std::int32_t lv[fixed_group];
-        std::uint64_t code[fixed_group];
-        unpack_group(payload, g * b, cnt, b, code);
-        std::uint32_t invalid = 0;
-        for (std::uint32_t j = 0; j < cnt; ++j) {
-          const std::int32_t l = static_cast<std::int32_t>(code[j] & lmask);
-          const std::int32_t neg = -static_cast<std::int32_t>(code[j] >> lb);  // 0 or -1
-          invalid |= static_cast<std::uint32_t>(l > static_cast<std::int32_t>(s)) |
-                     static_cast<std::uint32_t>(neg != 0 && l == 0);
-          lv[j] = (l ^ neg) - neg;
-        }
-        if (invalid) {
-          if (i0 < bad) bad = i0;
-          return;
-        }
-        std::uint64_t i = i0;
-        while (i < i1) {
-          const std::uint64_t bk = i / d;
-          const std::uint64_t e = (bk + 1) * d < i1 ? (bk + 1) * d : i1;
-          const LevelUnit unit(scales(bk), s);
-          for (; i < e; ++i) sink.put(i, lv[i - i0], unit);
-        }
+        if (!decode_fixed_group(payload, scales, g, n, d, s, sink) && g * fixed_group < bad) bad = g * fixed_group;
       },
       Kokkos::Min<std::uint64_t>(first_bad));
   return first_bad;
