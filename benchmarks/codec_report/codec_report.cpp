@@ -141,7 +141,7 @@ std::vector<Scheme> schemes(std::uint64_t n) {
   std::vector<Scheme> out;
   for (auto c : {CodecKind::fp32, CodecKind::fp16, CodecKind::bf16})
     out.push_back({c, 0, 0, Norm::none, "float", qsgd::to_string(c)});
-  for (auto c : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse}) {
+  for (auto c : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse, CodecKind::rans}) {
     for (std::uint32_t b : {2u, 4u, 8u}) {
       const std::uint32_t s = 1u << b;
       out.push_back({c, s, 512, Norm::max, "paper", std::to_string(b) + "bit(paper,s=" + std::to_string(s) + ")"});
@@ -149,8 +149,9 @@ std::vector<Scheme> schemes(std::uint64_t n) {
     out.push_back({c, 7, 512, Norm::max, "wire", "4bit(wire,s=7)"});
   }
   const auto root = static_cast<std::uint32_t>(std::llround(std::sqrt(static_cast<double>(n))));
-  for (auto c : {CodecKind::elias_dense, CodecKind::elias_sparse})
-    out.push_back({c, root, 0, Norm::l2, "theory", "sqrt(n)(theory,s=" + std::to_string(root) + ")"});
+  for (auto c : {CodecKind::elias_dense, CodecKind::elias_sparse, CodecKind::rans})
+    if (c != CodecKind::rans || root <= qsgd::rans_max_s)  // the rans alphabet caps s
+      out.push_back({c, root, 0, Norm::l2, "theory", "sqrt(n)(theory,s=" + std::to_string(root) + ")"});
   return out;
 }
 
@@ -158,7 +159,7 @@ std::vector<Scheme> schemes(std::uint64_t n) {
 // dropped): dense 2.8 n + 32; sparse (3 + 1.5 log2(2(s^2+n)/(s(s+sqrt n))))
 // s(s+sqrt n) + 32, which is 9 n + 32 at s = sqrt(n).
 double paper_bits(const Scheme& sc, std::uint64_t n) {
-  if (sc.naming != "theory") return nan;
+  if (sc.naming != "theory" || sc.codec == CodecKind::rans) return nan;
   const double nd = static_cast<double>(n), s = sc.s, r = std::sqrt(nd);
   if (sc.codec == CodecKind::elias_dense) return 2.8 + 32.0 / nd;
   const double m = s * (s + r);

@@ -40,6 +40,8 @@
 //   checksum/crc32c/16777216/manual_time_median              frac_of_memcpy >= 0.80
 //   encode/elias-dense/16777216/manual_time_median           frac_of_memcpy >= 0.15
 //   decode_accumulate/elias-dense/16777216/manual_time_median frac_of_memcpy >= 0.10
+//   encode/rans/16777216/manual_time_median                  frac_of_memcpy >= 0.10
+//   decode_accumulate/rans/16777216/manual_time_median       frac_of_memcpy >= 0.15
 //
 // Options of this program (before the Google Benchmark and Kokkos ones):
 //   --qsgd_s=16 --qsgd_d=512 --qsgd_norm=max|l2 --qsgd_chunk=4096
@@ -96,7 +98,8 @@ struct Settings {
 
 const std::vector<qsgd::CodecKind>& all_codecs() {
   static const std::vector<qsgd::CodecKind> all{qsgd::CodecKind::fixed, qsgd::CodecKind::elias_dense,
-                                                qsgd::CodecKind::elias_sparse, qsgd::CodecKind::fp16,
+                                                qsgd::CodecKind::elias_sparse, qsgd::CodecKind::rans,
+                                                qsgd::CodecKind::fp16,
                                                 qsgd::CodecKind::bf16, qsgd::CodecKind::fp32};
   return all;
 }

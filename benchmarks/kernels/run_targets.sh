@@ -7,6 +7,8 @@
 #   checksum/crc32c           (CRC32C tree over 64 MiB)            frac_of_memcpy >= 0.80
 #   encode/elias-dense        (quantize + Elias dense code)        frac_of_memcpy >= 0.15
 #   decode_accumulate/elias-dense                                  frac_of_memcpy >= 0.10
+#   encode/rans               (quantize + interleaved rANS)        frac_of_memcpy >= 0.10
+#   decode_accumulate/rans                                         frac_of_memcpy >= 0.15
 # frac_of_memcpy = bytes/s of fp32 input / median bytes/s of memcpy/kokkos
 # (Kokkos::deep_copy of the same n floats) measured in the same run.
 #
@@ -43,7 +45,8 @@ if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
 import json, sys
 
 targets = {"encode/fixed": 0.60, "decode_accumulate/fixed": 0.60, "checksum/crc32c": 0.80,
-           "encode/elias-dense": 0.15, "decode_accumulate/elias-dense": 0.10}
+           "encode/elias-dense": 0.15, "decode_accumulate/elias-dense": 0.10,
+           "encode/rans": 0.10, "decode_accumulate/rans": 0.15}
 doc = json.load(open(sys.argv[1]))
 rows = []
 # Medians; with a single repetition there are no aggregates: take the run itself.

@@ -50,7 +50,7 @@ for t in "${tables[@]}"; do
       fresh "$t"
       for k in 2 4; do
         "$net" --nodes "$k" --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
-          --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed \
+          --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed,rans \
           -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
         c=$(ceiling_of "$ref/$t/K$k.json")
         # The same gradient: 20,971,520 elements, 80 MiB in fp32, 40 MiB in fp16.

@@ -2,9 +2,12 @@
 //
 // Algorithm: the vector is split into K chunks whose boundaries are multiples
 // of the bucket size d (partition.hpp), so every chunk holds whole buckets.
-// Each rank quantizes its whole gradient once with key (seed, step, r,
-// tensor), exactly as allgather does, and encodes chunk j of the quantized
-// vector as a message of its own (own header, own checksum). Metadata go by
+// Each rank quantizes its gradient with key (seed, step, r, tensor), the
+// draw of coordinate i indexed by i, exactly as allgather does, and encodes
+// chunk j as a message of its own (own header, own checksum): chunk by chunk
+// with the chunk's offset as draw index base (the same levels; the
+// fixed-width code then quantizes while packing), or, with one bucket over
+// the whole vector, by one quantization whose chunks are views. Metadata go by
 // MPI_Ialltoall, the chunk messages by MPI_Ialltoallv: rank j receives chunk
 // j of every rank. Rank j decodes and accumulates them in rank order with
 // weight 1/K (so its partial average is bitwise the allgather average on
@@ -72,7 +75,14 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.displs2.resize(K);
 
     const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
-    if (quant) {  // one quantization of the whole gradient: the chunks are views of it
+    // With an explicit bucket size every chunk starts at a bucket boundary,
+    // so each chunk is quantized and encoded on its own with its offset as
+    // the draw index base: the same levels as one quantization of the whole
+    // gradient, without storing them (the fixed-width code quantizes while
+    // packing). With one bucket over the whole vector (d = 0) the gradient is
+    // quantized once and the chunks are views of it.
+    const bool whole = quant && cc.d == 0;
+    if (whole) {  // one quantization of the whole gradient: the chunks are views of it
       const auto t0 = Clock::now();
       quantize(this->exec_, cc, op.grad, op.n, k, this->q_);
       this->exec_.fence();
@@ -88,17 +98,17 @@ class ScatterReduce final : public ExchangeBase<E> {
       const auto out = op.send.span(off, maxw);
       std::size_t bytes;
       const auto t0 = Clock::now();
-      if (quant) {
+      if (whole) {
         Quantized<Mem> qc = this->q_;  // shares storage
         qc.n = len;
         const std::uint64_t b0 = lo / qc.d, nb = len == 0 ? 0 : (len + qc.d - 1) / qc.d;
         qc.levels = Kokkos::subview(this->q_.levels, Kokkos::make_pair(lo, lo + len));
         qc.scales = Kokkos::subview(this->q_.scales, Kokkos::make_pair(b0, b0 + nb));
         bytes = this->codec_.encode(qc, out);
+        op.stats.encode_s += seconds_since(t0);
       } else {
-        bytes = this->codec_.encode(Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out);
+        bytes = this->encode(op, Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out, lo);
       }
-      op.stats.encode_s += seconds_since(t0);
       const std::uint64_t words = words_of(bytes);
       if (j == (me + 1) % K) this->maybe_inject(op, 1, op.send, off, words);
       if (ring) this->write_meta(op, op.send, off - head, words);

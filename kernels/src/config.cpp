@@ -27,6 +27,7 @@ std::string to_string(CodecKind c) {
     case CodecKind::fixed: return "fixed";
     case CodecKind::elias_sparse: return "elias-sparse";
     case CodecKind::elias_dense: return "elias-dense";
+    case CodecKind::rans: return "rans";
   }
   return "codec#" + std::to_string(static_cast<int>(c));
 }
@@ -42,10 +43,10 @@ std::string to_string(Norm n) {
 
 CodecKind parse_codec(const std::string& s) {
   for (CodecKind c : {CodecKind::fp32, CodecKind::fp16, CodecKind::bf16, CodecKind::fixed, CodecKind::elias_sparse,
-                      CodecKind::elias_dense})
+                      CodecKind::elias_dense, CodecKind::rans})
     if (s == to_string(c)) return c;
   throw Error(Errc::invalid_argument,
-              "unknown codec '" + s + "' (expected fp32, fp16, bf16, fixed, elias-sparse or elias-dense)");
+              "unknown codec '" + s + "' (expected fp32, fp16, bf16, fixed, elias-sparse, elias-dense or rans)");
 }
 
 Norm parse_norm(const std::string& s) {
@@ -56,12 +57,15 @@ Norm parse_norm(const std::string& s) {
 
 void validate(const CodecConfig& cfg) {
   const int c = static_cast<int>(cfg.codec);
-  if (c < 0 || c > static_cast<int>(CodecKind::elias_dense))
+  if (c < 0 || c > static_cast<int>(CodecKind::rans))
     throw Error(Errc::invalid_argument, "codec value " + std::to_string(c) + " is not a known codec");
   if (!is_quantized(cfg.codec)) return;
   if (cfg.s < 1 || cfg.s > max_levels)
     throw Error(Errc::invalid_argument,
                 "s = " + std::to_string(cfg.s) + " is outside 1.." + std::to_string(max_levels));
+  if (cfg.codec == CodecKind::rans && cfg.s > rans_max_s)
+    throw Error(Errc::invalid_argument,
+                "s = " + std::to_string(cfg.s) + " exceeds the rans codec's limit " + std::to_string(rans_max_s));
   if (cfg.norm != Norm::l2 && cfg.norm != Norm::max)
     throw Error(Errc::invalid_argument, "a quantized codec needs norm l2 or max, not " + to_string(cfg.norm));
   if (is_variable_length(cfg.codec) && (cfg.chunk == 0 || cfg.chunk > max_chunk))

@@ -61,10 +61,10 @@ Isa active() { return state().enabled ? state().cpu : Isa::portable; }
 
 // Portable per-group fallbacks (the same functions the Kokkos kernels run).
 void encode_group_portable(const float* v, const float* scales, std::uint64_t g, std::uint64_t n, std::uint32_t d,
-                           std::uint32_t s, const StreamKey& key, std::uint64_t* payload, std::uint64_t nb,
-                           std::uint64_t words) {
+                           std::uint32_t s, const StreamKey& key, std::uint64_t offset, std::uint64_t* payload,
+                           std::uint64_t nb, std::uint64_t words) {
   const StochasticSource<HostConstFloats, HostConstFloats> src{HostConstFloats(v, n), HostConstFloats(scales, nb), s,
-                                                               key};
+                                                               key, offset};
   encode_fixed_group(src, g, n, d, s, HostWords(payload, words));
 }
 
@@ -133,18 +133,19 @@ QSGD_AVX512 inline __m512i lowbias32_v(__m512i x) {
   return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
 }
 
-// Codes (1 sign bit, lb level bits) of 16 coordinates starting at i, all in
-// one bucket with factor f: the arithmetic of quantize_segment, lane by lane.
+// Codes (1 sign bit, lb level bits) of the 16 coordinates v[i, i + 16), all in
+// one bucket with factor f, drawing with indices draw, draw + 1, ...: the
+// arithmetic of quantize_segment, lane by lane.
 template <int lb>
-QSGD_AVX512 inline __m512i codes16(const float* v, std::uint64_t i, __m512 f, __m512 s_f, std::uint32_t k0,
-                                   std::uint32_t hi_key) {
+QSGD_AVX512 inline __m512i codes16(const float* v, std::uint64_t i, std::uint64_t draw, __m512 f, __m512 s_f,
+                                   std::uint32_t k0, std::uint32_t hi_key) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 x = _mm512_loadu_ps(v + i);
   const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
   const __m512 pos = _mm512_min_ps(_mm512_mul_ps(a, f), s_f);
   __m512i l = _mm512_cvttps_epi32(pos);
   const __m512 p = _mm512_sub_ps(pos, _mm512_cvtepi32_ps(l));
-  const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(i))), lane);
+  const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(draw))), lane);
   __m512i r = lowbias32_v(_mm512_xor_si512(idx, _mm512_set1_epi32(static_cast<int>(k0))));
   r = lowbias32_v(_mm512_xor_si512(r, _mm512_set1_epi32(static_cast<int>(hi_key))));
   const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r, 8)), _mm512_set1_ps(1.0f / 16777216.0f));
@@ -199,7 +200,7 @@ QSGD_AVX512 inline __m512i unpack64(const std::uint64_t* in, const __m512i unpac
 // NaN/Inf coordinate or an L2 norm beyond the float range.
 template <int b>
 QSGD_AVX512 bool encode_avx512(const float* v, float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                               Norm norm, const StreamKey& key, std::uint64_t* payload) {
+                               Norm norm, const StreamKey& key, std::uint64_t offset, std::uint64_t* payload) {
   constexpr int lb = b - 1;
   const Perm& pm = perm(b);
   const __m512i pack_idx = _mm512_load_si512(pm.pack.data());
@@ -220,8 +221,9 @@ QSGD_AVX512 bool encode_avx512(const float* v, float* scales, std::uint64_t n, s
       scales[next_scale] = sc;
     }
     const std::uint64_t bk = i0 / d;
-    if (i0 + fixed_group > n || last / d != bk) {
-      encode_group_portable(v, scales, g, n, d, s, key, payload, nb, words);
+    const std::uint64_t gi0 = i0 + offset;  // index of the first draw
+    if (i0 + fixed_group > n || last / d != bk || (gi0 >> 32) != ((gi0 + fixed_group - 1) >> 32)) {
+      encode_group_portable(v, scales, g, n, d, s, key, offset, payload, nb, words);
       continue;
     }
     if (bk != cur) {
@@ -235,15 +237,15 @@ QSGD_AVX512 bool encode_avx512(const float* v, float* scales, std::uint64_t n, s
       continue;
     }
     if (bf.divide_first) {
-      encode_group_portable(v, scales, g, n, d, s, key, payload, nb, words);
+      encode_group_portable(v, scales, g, n, d, s, key, offset, payload, nb, words);
       continue;
     }
     const __m512 f = _mm512_set1_ps(bf.factor), s_f = _mm512_set1_ps(bf.s_f);
-    const std::uint32_t hi_key = key.k1 ^ (static_cast<std::uint32_t>(i0 >> 32) * 0x9E3779B9u);
-    const __m128i c0 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0, f, s_f, key.k0, hi_key));
-    const __m128i c1 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0 + 16, f, s_f, key.k0, hi_key));
-    const __m128i c2 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0 + 32, f, s_f, key.k0, hi_key));
-    const __m128i c3 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0 + 48, f, s_f, key.k0, hi_key));
+    const std::uint32_t hi_key = key.k1 ^ (static_cast<std::uint32_t>(gi0 >> 32) * 0x9E3779B9u);
+    const __m128i c0 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0, gi0, f, s_f, key.k0, hi_key));
+    const __m128i c1 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0 + 16, gi0 + 16, f, s_f, key.k0, hi_key));
+    const __m128i c2 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0 + 32, gi0 + 32, f, s_f, key.k0, hi_key));
+    const __m128i c3 = _mm512_cvtepi32_epi8(codes16<lb>(v, i0 + 48, gi0 + 48, f, s_f, key.k0, hi_key));
     const __m512i bytes = _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1)),
         _mm256_inserti128_si256(_mm256_castsi128_si256(c2), c3, 1), 1);
@@ -319,7 +321,7 @@ QSGD_AVX512 void decode_avx512(const std::uint64_t* payload, const float* scales
 }
 
 using EncodeFn = bool (*)(const float*, float*, std::uint64_t, std::uint32_t, std::uint32_t, Norm, const StreamKey&,
-                         std::uint64_t*);
+                         std::uint64_t, std::uint64_t*);
 using DecodeFn = void (*)(const std::uint64_t*, const float*, std::uint64_t, std::uint32_t, std::uint32_t, FixedSink,
                          float, float*, std::uint64_t*);
 constexpr EncodeFn encoders[9] = {nullptr, nullptr, encode_avx512<2>, encode_avx512<3>, encode_avx512<4>,
@@ -340,13 +342,15 @@ bool set_simd_enabled(bool on) {
 }
 
 EncodeStatus encode_fixed_stochastic(const float* v, float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                                     Norm norm, const StreamKey& key, std::uint64_t* payload) {
+                                     Norm norm, const StreamKey& key, std::uint64_t index_offset,
+                                     std::uint64_t* payload) {
 #ifdef QSGD_HAVE_AVX512_PATH
   const std::uint32_t b = fixed_level_bits(s) + 1;
   if (active() == Isa::avx512_vbmi && b >= 2 && b <= 8 && n > 0 && d > 0)
-    return encoders[b](v, scales, n, d, s, norm, key, payload) ? EncodeStatus::done : EncodeStatus::bad_input;
+    return encoders[b](v, scales, n, d, s, norm, key, index_offset, payload) ? EncodeStatus::done
+                                                                              : EncodeStatus::bad_input;
 #else
-  (void)v, (void)scales, (void)n, (void)d, (void)s, (void)norm, (void)key, (void)payload;
+  (void)v, (void)scales, (void)n, (void)d, (void)s, (void)norm, (void)key, (void)index_offset, (void)payload;
 #endif
   return EncodeStatus::not_applicable;
 }

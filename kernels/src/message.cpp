@@ -1,11 +1,13 @@
 #include "qsgd/kernels/message.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "qsgd/kernels/crc32c.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/bitstream.hpp"
+#include "qsgd/kernels/detail/rans.hpp"
 #include "qsgd/kernels/error.hpp"
 
 namespace qsgd {
@@ -19,8 +21,18 @@ std::uint64_t max_coord_bits(CodecKind c, std::uint32_t s, std::uint32_t chunk) 
     case CodecKind::fixed: return 1 + detail::bit_width64(s);
     case CodecKind::elias_dense: return detail::omega_length(std::uint64_t(s) + 1) + 1;
     case CodecKind::elias_sparse: return detail::omega_length(chunk) + 1 + detail::omega_length(s);
+    case CodecKind::rans: return 16;  // at most one 16-bit unit per symbol
     default: return bits_per_float(c);
   }
+}
+
+// Most payload bits of a rans message: the table (all symbols present), one
+// unit per coordinate, the final states of every chunk.
+std::uint64_t rans_max_bits(std::uint64_t n, std::uint32_t s, std::uint64_t nchunks) {
+  if (n == 0) return 0;
+  const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
+  const std::uint64_t table = (2 + 2 * std::min(alphabet, n) + 3) / 4 * 4;  // padded to whole words
+  return 16 * (table + n + std::uint64_t(detail::rans_state_units) * nchunks);
 }
 
 }  // namespace
@@ -70,6 +82,7 @@ std::size_t max_message_bytes(const CodecConfig& cfg, std::uint64_t n) {
   MessageHeader h = make_header(cfg, n, QuantizerKind::stochastic);
   const std::uint32_t s = is_quantized(cfg.codec) ? cfg.s : 0;
   h.payload_bits = n * max_coord_bits(cfg.codec, s, cfg.chunk);
+  if (cfg.codec == CodecKind::rans) h.payload_bits = rans_max_bits(n, s, h.nchunks);
   if (cfg.codec == CodecKind::elias_sparse) h.payload_bits += std::uint64_t(h.nchunks) * detail::omega_length(std::uint64_t(cfg.chunk) + 1);
   return static_cast<std::size_t>(layout_of(h).total_words * 8);
 }
@@ -83,7 +96,7 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
   if (h.magic != message_magic) bad("bad magic number (not a qsgd message)");
   if (h.version != message_version)
     bad("format version " + std::to_string(h.version) + " (this build reads version " + std::to_string(message_version) + ")");
-  if (h.codec > static_cast<std::uint8_t>(CodecKind::elias_dense)) bad("unknown codec " + std::to_string(h.codec));
+  if (h.codec > static_cast<std::uint8_t>(CodecKind::rans)) bad("unknown codec " + std::to_string(h.codec));
   if (h.norm > static_cast<std::uint8_t>(Norm::max)) bad("unknown norm " + std::to_string(h.norm));
   if (h.quantizer > static_cast<std::uint8_t>(QuantizerKind::deterministic))
     bad("unknown quantizer kind " + std::to_string(h.quantizer));
@@ -95,6 +108,8 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
   if (h.n > expect.max_n || h.n > max_elements) bad("n = " + std::to_string(h.n) + " exceeds the limit " + std::to_string(expect.max_n));
   if (is_quantized(c)) {
     if (h.s < 1 || h.s > max_levels) bad("s = " + std::to_string(h.s) + " is outside 1.." + std::to_string(max_levels));
+    if (c == CodecKind::rans && h.s > rans_max_s)
+      bad("s = " + std::to_string(h.s) + " exceeds the rans limit " + std::to_string(rans_max_s));
     if (h.d < 1) bad("bucket size d = 0");
     if (h.norm != static_cast<std::uint8_t>(Norm::l2) && h.norm != static_cast<std::uint8_t>(Norm::max))
       bad("quantized message without an l2 or max norm");
@@ -108,12 +123,22 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
     if (h.nchunks != detail::ceil_div(h.n, h.chunk))
       bad("chunk count " + std::to_string(h.nchunks) + " does not match n and chunk size");
     // Most bits any valid payload can have.
-    const std::uint64_t limit = h.n * max_coord_bits(c, h.s, h.chunk) +
-                                std::uint64_t(h.nchunks) * detail::omega_length(std::uint64_t(h.chunk) + 1);
+    const std::uint64_t limit = c == CodecKind::rans
+                                    ? rans_max_bits(h.n, h.s, h.nchunks)
+                                    : h.n * max_coord_bits(c, h.s, h.chunk) +
+                                          std::uint64_t(h.nchunks) * detail::omega_length(std::uint64_t(h.chunk) + 1);
     if (h.payload_bits > limit) bad("payload of " + std::to_string(h.payload_bits) + " bits exceeds the code's maximum");
+    if (c == CodecKind::rans && h.payload_bits % 16 != 0)
+      bad("rans payload of " + std::to_string(h.payload_bits) + " bits is not a whole number of 16-bit units");
     // Every coordinate costs at least one bit in the dense code, every chunk
-    // at least one (its count) in the sparse code.
-    const std::uint64_t least = c == CodecKind::elias_dense ? h.n : h.nchunks;
+    // at least one (its count) in the sparse code; a rans message has a
+    // table of at least one symbol and the states of every chunk.
+    const std::uint64_t least =
+        c == CodecKind::elias_dense
+            ? h.n
+            : c == CodecKind::rans
+                  ? (h.n == 0 ? 0 : 16 * (4 + std::uint64_t(detail::rans_state_units) * h.nchunks))
+                  : h.nchunks;
     if (h.payload_bits < least)
       bad("payload of " + std::to_string(h.payload_bits) + " bits is too short for " + std::to_string(h.n) + " elements");
   } else {

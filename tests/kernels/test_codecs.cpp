@@ -268,10 +268,38 @@ void check_wire_format(const Encoded& e, const qsgd::CodecConfig& cfg, const Hos
   const std::uint64_t nchunks = var ? (n + cfg.chunk - 1) / cfg.chunk : 0;
   EXPECT_EQ(h.chunk, var ? cfg.chunk : 0u);
   EXPECT_EQ(h.nchunks, nchunks);
-  const RefPayload ref = reference_payload(cfg.codec, r.levels, n, r.s, cfg.chunk);
-  ASSERT_EQ(h.payload_bits, ref.payload.bits);
   const std::uint64_t nb = n == 0 ? 0 : (n + r.d - 1) / r.d;
   const std::uint64_t scales_word = 8 + nchunks, payload_word = scales_word + (nb + 1) / 2;
+  std::vector<std::uint16_t> table;
+  if (cfg.codec == CodecKind::rans && n > 0) {
+    // The encoder's frequency table: 2^P split over exactly the symbols that
+    // occur, each at least 1, in increasing order.
+    // Unit k of the payload: bits [16k, 16k + 16) of the MSB-first stream.
+    auto u = [&](std::size_t k) {
+      return static_cast<std::uint16_t>(e.words[payload_word + k / 4] >> (48 - 16 * (k % 4)));
+    };
+    ASSERT_GE(e.bytes, 8 * (payload_word + 1));
+    const std::uint32_t P = u(0), m = u(1);
+    ASSERT_GE(P, 1u);
+    ASSERT_LE(P, 15u);
+    ASSERT_LE(8 * payload_word + 2 * (2 + 2 * std::size_t(m)), e.bytes) << "table of " << m << " symbols";
+    for (std::size_t k = 0; k < 2 + 2 * std::size_t(m); ++k) table.push_back(u(k));
+    std::vector<std::uint64_t> count(2 * r.s + 1, 0);
+    for (std::uint64_t i = 0; i < n; ++i) ++count[static_cast<std::size_t>(r.levels[i] + static_cast<std::int32_t>(r.s))];
+    std::uint64_t sym = 0, sum = 0, present = 0;
+    for (std::uint64_t c : count) present += c > 0;
+    ASSERT_EQ(m, present) << "symbols in the table";
+    for (std::uint32_t k = 0; k < m; ++k) {
+      sym = k == 0 ? table[2] : sym + 1 + table[2 + 2 * k];
+      ASSERT_LT(sym, count.size());
+      ASSERT_GT(count[sym], 0u) << "symbol " << sym << " in the table does not occur";
+      ASSERT_GE(table[3 + 2 * k], 1u);
+      sum += table[3 + 2 * k];
+    }
+    ASSERT_EQ(sum, std::uint64_t(1) << P);
+  }
+  const RefPayload ref = reference_payload(cfg.codec, r.levels, n, r.s, cfg.chunk, table);
+  ASSERT_EQ(h.payload_bits, ref.payload.bits);
   ASSERT_EQ(e.bytes, 8 * (payload_word + (ref.payload.bits + 63) / 64));
   for (std::uint64_t c = 0; c < nchunks; ++c) ASSERT_EQ(e.words[8 + c], ref.offsets[c]) << "offset of chunk " << c;
   const auto* sc = reinterpret_cast<const unsigned char*>(e.words.data() + scales_word);
@@ -351,10 +379,11 @@ TEST_P(QuantizedRoundTrip, GridOfShapes) {
   const CodecKind c = GetParam();
   const std::vector<std::uint32_t> chunks = qsgd::is_variable_length(c) ? std::vector<std::uint32_t>{1, 7, 4096}
                                                                         : std::vector<std::uint32_t>{4096};
+  const std::uint32_t s_big = c == CodecKind::rans ? qsgd::rans_max_s : 32768u;
   for (std::uint64_t n : {0ull, 1ull, 2ull, 511ull, 512ull, 513ull, 1000ull}) {
     const auto v = roundtrip_input(n, 20 + n);
     for (std::uint32_t d : {0u, 64u, 512u})
-      for (std::uint32_t s : {1u, 7u, 16u, 255u, 32768u})
+      for (std::uint32_t s : {1u, 7u, 16u, 255u, s_big})
         for (Norm norm : {Norm::l2, Norm::max})
           for (std::uint32_t chunk : chunks) {
             std::ostringstream os;
@@ -368,12 +397,141 @@ TEST_P(QuantizedRoundTrip, GridOfShapes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, QuantizedRoundTrip,
-                         ::testing::Values(CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense),
+                         ::testing::Values(CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense,
+                                           CodecKind::rans),
                          [](const ::testing::TestParamInfo<CodecKind>& i) {
                            std::string s = qsgd::to_string(i.param);
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
+
+// ---- rANS ---------------------------------------------------------------------------
+
+// The encoder's division by a multiply (detail/rans.hpp) equals plain division
+// for every frequency f of a 15-bit table and states across [1, 2^31): the
+// extremes, multiples of f and their neighbours, and random states.
+TEST(Rans, ReciprocalDivisionIsExact) {
+  std::mt19937_64 rng(11);
+  for (std::uint32_t P : {12u, 13u, 14u, 15u})
+    for (std::uint32_t f = 1; f <= (1u << P); ++f) {
+      const std::uint32_t start = (1u << P) - f;  // the largest start f allows
+      const qsgd::detail::RansEncSym e = qsgd::detail::rans_enc_sym(start, f, P);
+      const std::uint64_t xmax = std::uint64_t(e.x_max);  // states below it are coded
+      std::vector<std::uint64_t> xs = {1, 2, f, f + 1u, 1u << 15, xmax - 1, xmax / 2, (xmax / f) * f,
+                                       (xmax / f) * f - 1};
+      for (int k = 0; k < 8; ++k) xs.push_back(1 + rng() % (xmax - 1));
+      for (std::uint64_t x : xs) {
+        if (x == 0 || x >= xmax) continue;
+        const std::uint64_t want = (x / f) * (std::uint64_t(1) << P) + x % f + start;
+        ASSERT_EQ(qsgd::detail::rans_advance(static_cast<std::uint32_t>(x), e), want) << "f=" << f << " x=" << x;
+      }
+    }
+}
+
+// Frequency tables: 2^P shared by exactly the symbols that occur, each at
+// least 1, for skewed, flat and adversarial counts (every symbol of the
+// largest alphabet once but one); the parser accepts what the builder
+// writes and fills every slot.
+TEST(Rans, TablesNormalizeToAPowerOfTwo) {
+  std::mt19937_64 rng(12);
+  std::vector<std::vector<std::uint64_t>> cases;
+  cases.push_back({0, 0, 1000, 0, 0});
+  cases.push_back(std::vector<std::uint64_t>(33, 7));
+  std::vector<std::uint64_t> skew(33);
+  for (std::size_t k = 0; k < skew.size(); ++k) skew[k] = std::uint64_t(1) << (k % 30);
+  cases.push_back(skew);
+  std::vector<std::uint64_t> wide(2 * qsgd::rans_max_s + 1, 1);
+  wide[qsgd::rans_max_s] = std::uint64_t(1) << 33;
+  cases.push_back(wide);
+  std::vector<std::uint64_t> random(511);
+  for (auto& c : random) c = rng() % 5 == 0 ? 0 : rng() % 100000;
+  cases.push_back(random);
+  for (const auto& counts : cases) {
+    std::uint64_t n = 0, present = 0;
+    for (std::uint64_t c : counts) n += c, present += c > 0;
+    SCOPED_TRACE("alphabet " + std::to_string(counts.size()) + " present " + std::to_string(present));
+    const auto t = qsgd::detail::rans_build_table(counts.data(), static_cast<std::uint32_t>(counts.size()), n);
+    ASSERT_EQ(t.units.size(), (2 + 2 * present + 3) / 4 * 4);
+    ASSERT_EQ(t.units[1], present);
+    std::vector<std::uint64_t> dec;
+    std::uint32_t P = 0;
+    std::string why;
+    ASSERT_EQ(qsgd::detail::rans_parse_table(t.units.data(), t.units.size(), static_cast<std::uint32_t>(counts.size()),
+                                             dec, P, why),
+              t.units.size())
+        << why;
+    ASSERT_EQ(P, t.precision);
+    ASSERT_EQ(dec.size(), std::size_t(1) << P);
+    std::vector<std::uint64_t> slots(counts.size(), 0);
+    for (std::uint64_t e : dec) ++slots[e & 0xFFFF];
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      if (counts[k] == 0) {
+        ASSERT_EQ(slots[k], 0u) << "absent symbol " << k;
+      } else {
+        ASSERT_GE(slots[k], 1u) << "present symbol " << k;
+      }
+    }
+  }
+}
+
+// The normalization rule (floor of count x 2^P / n, at least 1; the deficit
+// to the most frequent symbol, an excess taken from the largest frequencies
+// first) pinned on small cases worked out by hand: the table is part of the
+// wire format, so a change here changes every message.
+TEST(Rans, NormalizationRuleIsPinned) {
+  struct Case {
+    std::vector<std::uint64_t> counts;
+    std::vector<std::uint16_t> freqs;  // of the present symbols, in symbol order (P = 12: 4096)
+  };
+  const std::vector<Case> cases = {
+      // 4 symbols, n = 10: floors 1228, 2048, 409, 409 (sum 4094): the deficit 2 goes to the most frequent.
+      {{3, 0, 5, 1, 1}, {1228, 2050, 409, 409}},
+      // one symbol: all of 2^12.
+      {{0, 7, 0}, {4096}},
+      // 1 + 1 + 10^6: the rare ones floor to 0 and are raised to 1; floor(10^6 x 4096 / 1000002) = 4095,
+      // sum 4097: the excess 1 is taken from the largest.
+      {{1, 1000000, 1}, {1, 4094, 1}},
+  };
+  for (const Case& cs : cases) {
+    std::uint64_t n = 0;
+    for (std::uint64_t c : cs.counts) n += c;
+    const auto t = qsgd::detail::rans_build_table(cs.counts.data(), static_cast<std::uint32_t>(cs.counts.size()), n);
+    ASSERT_EQ(t.precision, 12u);
+    std::vector<std::uint16_t> got;
+    for (std::size_t k = 0; k < t.units[1]; ++k) got.push_back(t.units[3 + 2 * k]);
+    EXPECT_EQ(got, cs.freqs) << "n = " << n;
+  }
+}
+
+// The rans codec's message is within 2% of its floor (the empirical entropy
+// of the signed levels plus the fp32 scales) on Gaussian input at s = 16 and
+// s = 7 (d = 512, max norm), and within 3% at s = sqrt(n) (L2, one bucket);
+// n = 2^20, chunk 4096: the table, chunk offsets and final states included.
+TEST(Rans, CodesNearTheEntropyFloor) {
+  const std::uint64_t n = std::uint64_t(1) << 20;
+  const Values v = to_device(make_input(Input::gaussian, n, 13));
+  struct Case {
+    std::uint32_t s, d;
+    Norm norm;
+    double tolerance;
+  };
+  for (const Case& cs : {Case{16, 512, Norm::max, 0.02}, Case{7, 512, Norm::max, 0.02}, Case{1024, 0, Norm::l2, 0.03}}) {
+    SCOPED_TRACE("s=" + std::to_string(cs.s));
+    Codec codec(config(CodecKind::rans, cs.s, cs.d, cs.norm, 4096));
+    const Encoded e = encode_values(codec, v, n, qsgd::RngKey{5, 6, 7, 8});
+    const HostQuant q = to_host(codec.last_quantized());
+    std::vector<double> count(2 * cs.s + 1, 0.0);
+    for (std::int32_t l : q.levels) count[static_cast<std::size_t>(l + static_cast<std::int32_t>(cs.s))] += 1.0;
+    double h = 0.0;
+    for (double c : count)
+      if (c > 0) h -= c / double(n) * std::log2(c / double(n));
+    const double floor_bits = h + 32.0 * double(q.scales.size()) / double(n);
+    const double bits = 8.0 * double(e.bytes) / double(n);
+    std::printf("[   INFO   ] rans s=%u: %.4f bits/dim, floor %.4f, overhead %+.2f%%\n", cs.s, bits, floor_bits,
+                100.0 * (bits / floor_bits - 1.0));
+    EXPECT_LE(bits, floor_bits * (1.0 + cs.tolerance));
+  }
+}
 
 // ---- host SIMD path of the fixed-width code ------------------------------------------
 
@@ -441,6 +599,68 @@ TEST(FixedSimd, MatchesThePortableKernelsBitForBit) {
         }
 }
 
+// The host paths of the rans codec (histogram, chunk encoder and writer,
+// decoder; detail/rans_host.hpp) give the same message words and the same
+// decoded, accumulated and level bits as the portable kernels, on shapes with
+// bucket and chunk sizes that are and are not multiples of the four lanes;
+// and a corrupted chunk is reported as the same chunk by both.
+TEST(RansHost, MatchesThePortableKernelsBitForBit) {
+  std::printf("[   INFO   ] rans host paths: %s\n", with_simd(true, [] { return qsgd::detail::rans_host::enabled(); })
+                                                      ? "on"
+                                                      : "off (both runs take the portable kernels)");
+  for (std::uint64_t n : {1ull, 7ull, 64ull, 513ull, 4113ull, 70001ull})
+    for (std::uint32_t d : {0u, 3u, 64u, 100u, 512u})
+      for (std::uint32_t chunk : {1u, 6u, 64u, 4096u})
+        for (std::uint32_t s : {1u, 16u, 255u}) {
+          std::ostringstream os;
+          os << "n=" << n << " d=" << d << " chunk=" << chunk << " s=" << s;
+          SCOPED_TRACE(os.str());
+          const Values v = to_device(simd_input(n, n + d + chunk + s));
+          const auto cfg = config(CodecKind::rans, s, d, Norm::max, chunk);
+          const qsgd::RngKey key{n, s, d, chunk};
+          const auto run = [&] {
+            Codec codec(cfg);
+            const Encoded e = encode_values(codec, v, n, key);
+            const MsgBuf buf(e.words, e.bytes);
+            Values vals("vals", n);
+            codec.decode(buf.view(), buf.bytes(), vals);
+            const Values acc = to_device(random_acc(n, n + 5));
+            codec.decode_accumulate(buf.view(), buf.bytes(), 0.7f, acc);
+            Quant q;
+            codec.decode(buf.view(), buf.bytes(), q);
+            codec.validate_message(buf.view(), buf.bytes());
+            // A renormalization unit of the last chunk flipped, re-sealed: the chunk is reported.
+            std::string err;
+            std::vector<std::uint64_t> w = e.words;
+            w.back() ^= std::uint64_t(0x0101) << 20;
+            w[7] = 0;
+            const qsgd::MessageHeader h = e.h;
+            std::memcpy(w.data(), &h, sizeof(h));
+            reinterpret_cast<qsgd::MessageHeader*>(w.data())->checksum = 0;
+            reinterpret_cast<qsgd::MessageHeader*>(w.data())->checksum =
+                qsgd::message_checksum_host(w.data(), e.bytes);
+            const MsgBuf bad(w, e.bytes);
+            try {
+              codec.validate_message(bad.view(), bad.bytes());
+            } catch (const qsgd::Error& x) {
+              err = x.what();
+            }
+            return std::make_tuple(e.words, to_host(vals, n), to_host(acc, n), to_host(q).levels, err);
+          };
+          const auto host = with_simd(true, run);
+          const auto portable = with_simd(false, run);
+          ASSERT_EQ(std::get<0>(host), std::get<0>(portable)) << "message words";
+          const auto& a = std::get<1>(host);
+          const auto& b = std::get<1>(portable);
+          for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << "value " << i;
+          const auto& c = std::get<2>(host);
+          const auto& e2 = std::get<2>(portable);
+          for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(c[i]), float_bits(e2[i])) << "acc " << i;
+          ASSERT_EQ(std::get<3>(host), std::get<3>(portable)) << "levels";
+          ASSERT_EQ(std::get<4>(host), std::get<4>(portable)) << "error of the corrupted message";
+        }
+}
+
 // Invalid codes (a level above s, a negative zero) in a payload: both paths
 // skip the same groups, report the same first bad coordinate and leave the
 // accumulator with the same bits. The payloads bypass the checksum (the
@@ -485,7 +705,7 @@ TEST(FixedSimd, InvalidCodesAreReportedLikeThePortableKernel) {
 TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {
   const std::uint64_t n = 1u << 20;
   const auto v = roundtrip_input(n, 99);
-  for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense}) {
+  for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense, CodecKind::rans}) {
     SCOPED_TRACE(qsgd::to_string(c));
     check_roundtrip(config(c, 16, 512, Norm::max, 4096), v, qsgd::RngKey{1, 2, 3, 4});
   }
@@ -499,7 +719,7 @@ TEST(QuantizedRoundTripDeterministic, KindAndLevelsSurvive) {
     Quant q;
     qsgd::quantize_deterministic(Exec(), to_device(v), n, q);
     const HostQuant r = to_host(q);
-    for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense}) {
+    for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense, CodecKind::rans}) {
       SCOPED_TRACE(qsgd::to_string(c) + " n=" + std::to_string(n));
       const auto cfg = config(c, 16, 64, Norm::max, 64);  // s, d and norm come from q
       Codec codec(cfg);

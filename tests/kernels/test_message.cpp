@@ -28,7 +28,8 @@ using qsgd::Errc;
 using qsgd::Norm;
 
 const CodecKind kAllCodecs[] = {CodecKind::fp32,  CodecKind::fp16,         CodecKind::bf16,
-                                CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense};
+                                CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense,
+                                CodecKind::rans};
 
 struct Sample {
   qsgd::CodecConfig cfg;
@@ -258,7 +259,7 @@ const std::vector<FieldEdit>& field_edits() {
       {"version=0", true, nullptr, [](qsgd::MessageHeader& h) { h.version = 0; }},
       {"version=2", true, nullptr, [](qsgd::MessageHeader& h) { h.version = 2; }},
       {"version=0xffff", true, nullptr, [](qsgd::MessageHeader& h) { h.version = 0xffff; }},
-      {"codec=6", true, nullptr, [](qsgd::MessageHeader& h) { h.codec = 6; }},
+      {"codec=7", true, nullptr, [](qsgd::MessageHeader& h) { h.codec = 7; }},
       {"codec=255", true, nullptr, [](qsgd::MessageHeader& h) { h.codec = 255; }},
       {"codec:dense<->sparse", false, variable,
        [](qsgd::MessageHeader& h) { h.codec = h.codec == 4 ? 5 : 4; }},
@@ -573,6 +574,64 @@ TEST(UntrustedInput, CorruptPayloadWithValidChecksum) {
       const std::string what = expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), out); });
       EXPECT_NE(what.find("element 123"), std::string::npos) << what;
     }
+  }
+}
+
+// rANS structure forged behind a valid checksum: each frequency-table fault
+// and each chunk fault is a corrupt message from every decoding entry point,
+// and the error names the table or the chunk.
+TEST(UntrustedInput, ForgedRansTablesAndChunksAreCorrupt) {
+  const Sample smp = make_sample(CodecKind::rans);  // s = 16: 33 symbols; chunk 64: 5 chunks
+  const std::uint64_t nb = (300 + 63) / 64;
+  const std::uint64_t payload_word = 8 + smp.e.h.nchunks + (nb + 1) / 2;
+  // Unit k of the payload: bits [16k, 16k + 16) of the MSB-first stream.
+  auto get = [&](const std::vector<std::uint64_t>& w, std::size_t k) {
+    return static_cast<std::uint16_t>(w[payload_word + k / 4] >> (48 - 16 * (k % 4)));
+  };
+  auto set = [&](std::vector<std::uint64_t>& w, std::size_t k, std::uint32_t v) {
+    const int sh = 48 - 16 * static_cast<int>(k % 4);
+    std::uint64_t& word = w[payload_word + k / 4];
+    word = (word & ~(std::uint64_t(0xFFFF) << sh)) | (static_cast<std::uint64_t>(v & 0xFFFFu) << sh);
+  };
+  std::vector<std::uint64_t> base = smp.e.words;
+  const std::uint32_t m = get(base, 1);
+  const std::size_t table_units = (2 + 2 * std::size_t(m) + 3) / 4 * 4;
+  ASSERT_EQ(base[8], 16 * table_units) << "the first chunk starts after the table";
+  struct Case {
+    std::string name;
+    std::function<void(std::vector<std::uint64_t>&)> edit;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {"precision 0", [&](auto& w) { set(w, 0, 0); }, "precision"},
+      {"precision 16", [&](auto& w) { set(w, 0, 16); }, "precision"},
+      {"no symbols", [&](auto& w) { set(w, 1, 0); }, "symbols"},
+      {"more symbols than the alphabet", [&](auto& w) { set(w, 1, 34); }, "symbols"},
+      {"symbol outside the alphabet", [&](auto& w) { set(w, 2 + 2 * (m - 1), 40); }, "alphabet"},
+      {"zero frequency", [&](auto& w) { set(w, 3, 0); }, "frequenc"},
+      {"frequencies above 2^P", [&](auto& w) { set(w, 3, get(w, 3) + 1u); }, "frequenc"},
+      {"frequencies below 2^P", [&](auto& w) { set(w, 3, get(w, 3) - 1u); }, "add up"},
+      {"initial state below 2^15", [&](auto& w) { set(w, table_units + 1, 0); }, "rANS chunk 0"},
+      {"initial state at 2^31", [&](auto& w) { set(w, table_units + 1, 0x8000); }, "rANS chunk 0"},
+      {"chunk offset not unit-aligned", [&](auto& w) { w[9] += 8; }, "rANS chunk"},
+      {"chunk offsets out of order", [&](auto& w) { std::swap(w[9], w[10]); }, "rANS chunk"},
+      {"first chunk inside the table", [&](auto& w) { w[8] -= 16; }, "rANS chunk 0"},
+      {"renormalization unit changed", [&](auto& w) { set(w, table_units + 8, get(w, table_units + 8) ^ 0x0100u); },
+       "rANS chunk 0"},
+  };
+  if ((2 + 2 * m) % 4 != 0)
+    cases.push_back({"table padding not zero", [&](auto& w) { set(w, 2 + 2 * m, 1); }, "padding"});
+  for (const Case& cs : cases) {
+    std::vector<std::uint64_t> w = base;
+    cs.edit(w);
+    reseal(w, smp.e.bytes);
+    expect_rejected(w, smp.e.bytes, 400, "rans: " + cs.name, true);
+    Codec codec(smp.cfg);
+    const MsgBuf buf(w, smp.e.bytes);
+    Values out("out", 300);
+    const std::string what = expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), out); },
+                                          cs.name);
+    EXPECT_NE(what.find(cs.needle), std::string::npos) << cs.name << ": " << what;
   }
 }
 

@@ -16,8 +16,10 @@ using qsgd::Errc;
 using qsgd::Norm;
 
 const CodecKind kAllCodecs[] = {CodecKind::fp32,  CodecKind::fp16,         CodecKind::bf16,
-                                CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense};
-const CodecKind kQuantizedCodecs[] = {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense};
+                                CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense,
+                                CodecKind::rans};
+const CodecKind kQuantizedCodecs[] = {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense,
+                                      CodecKind::rans};
 
 HostQuant quantize_host(const qsgd::CodecConfig& cfg, const std::vector<float>& v, const qsgd::RngKey& key,
                         std::uint64_t n = ~std::uint64_t(0)) {
@@ -135,17 +137,19 @@ TEST(Quantize, LevelsDependOnlyOnOwnBucketAndIndex) {
   EXPECT_EQ(p.scales, c.scales);
 }
 
-// The largest s accepted (2^24) quantizes; s = 0, s = 2^24 + 1, chunk = 0 and a
+// The largest s accepted (2^24; rans 2^14 - 1) quantizes; s = 0, s above it, chunk = 0 and a
 // quantized codec without a norm are rejected when the Codec is built.
 TEST(Quantize, ConfigurationLimits) {
   for (CodecKind c : kQuantizedCodecs) {
     SCOPED_TRACE(qsgd::to_string(c));
     expect_error(Errc::invalid_argument, [&] { Codec x(config(c, 0, 64, Norm::l2)); }, "s = 0");
-    expect_error(Errc::invalid_argument, [&] { Codec x(config(c, qsgd::max_levels + 1, 64, Norm::l2)); }, "s > max");
+    // The rans codec's alphabet (2s + 1 signed levels) caps s lower.
+    const std::uint32_t smax = c == CodecKind::rans ? qsgd::rans_max_s : qsgd::max_levels;
+    expect_error(Errc::invalid_argument, [&] { Codec x(config(c, smax + 1, 64, Norm::l2)); }, "s > max");
     expect_error(Errc::invalid_argument, [&] { Codec x(config(c, 16, 64, Norm::none)); }, "norm none");
     if (qsgd::is_variable_length(c))
       expect_error(Errc::invalid_argument, [&] { Codec x(config(c, 16, 64, Norm::l2, 0)); }, "chunk 0");
-    Codec ok(config(c, qsgd::max_levels, 64, Norm::l2));
+    Codec ok(config(c, smax, 64, Norm::l2));
     EXPECT_GT(ok.max_message_bytes(100), 0u);
   }
   expect_error(Errc::invalid_argument, [] { Codec x(config(static_cast<CodecKind>(9), 16, 64, Norm::l2)); }, "codec 9");
@@ -300,6 +304,46 @@ TEST(Determinism, FusedFixedEqualsQuantizeThenEncode) {
           ASSERT_EQ(to_host(dense.last_quantized()).levels, to_host(q).levels);
         }
   }
+}
+
+// A bucket-aligned slice v[lo, lo + len) encoded with index_offset = lo holds
+// exactly the levels and scales of the whole vector's quantization on that
+// slice (what scatter-reduce relies on when it encodes chunk by chunk), for
+// every quantized codec, with the host fast paths on and off, at offsets
+// that cross a 64-coordinate group or not.
+TEST(Determinism, SlicesWithAnIndexOffsetEncodeTheWholeVectorsLevels) {
+  const std::uint64_t n = 5000;
+  const auto v = make_input(Input::gaussian, n, 17);
+  const Values dv = to_device(v);
+  for (CodecKind c : kQuantizedCodecs)
+    for (std::uint32_t d : {1u, 100u, 512u})
+      for (bool fast : {true, false}) {
+        SCOPED_TRACE(qsgd::to_string(c) + " d=" + std::to_string(d) + (fast ? " host paths" : " portable"));
+        const bool prev = qsgd::detail::simd::set_simd_enabled(fast);
+        const auto cfg = config(c, 16, d, Norm::max, 64);
+        const qsgd::RngKey key{3, 1, 4, 1};
+        Quant whole;
+        qsgd::quantize(Exec(), cfg, dv, n, key, whole);
+        const HostQuant w = to_host(whole);
+        for (std::uint64_t lo : {std::uint64_t(0), std::uint64_t(d), std::uint64_t(7) * d, std::uint64_t(4) * d * (d < 512)}) {
+          if (lo >= n) continue;
+          const std::uint64_t len = std::min<std::uint64_t>(n - lo, 1500);
+          Codec codec(cfg);
+          Words out("out", codec.max_message_bytes(len) / 8);
+          const std::size_t bytes = codec.encode(Kokkos::subview(dv, Kokkos::make_pair(lo, lo + len)), len, key, out, lo);
+          const MsgBuf buf(take_message(out, bytes).words, bytes);
+          Quant got;
+          codec.decode(buf.view(), buf.bytes(), got);
+          const HostQuant g = to_host(got);
+          ASSERT_EQ(g.levels, std::vector<std::int32_t>(w.levels.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                        w.levels.begin() + static_cast<std::ptrdiff_t>(lo + len)))
+              << "lo = " << lo;
+          ASSERT_EQ(g.scales, std::vector<float>(w.scales.begin() + static_cast<std::ptrdiff_t>(lo / d),
+                                                 w.scales.begin() + static_cast<std::ptrdiff_t>((lo + len + d - 1) / d)))
+              << "lo = " << lo;
+        }
+        qsgd::detail::simd::set_simd_enabled(prev);
+      }
 }
 
 // ---- zeros, NaN, Inf, overflow -----------------------------------------------------

@@ -332,8 +332,53 @@ struct RefPayload {
   std::vector<std::uint64_t> offsets;
 };
 
+// rANS payload from the definition in detail/rans.hpp, with plain division,
+// for the frequency table `table` (16-bit units as sent: P, m, (gap, f)...;
+// the encoder's choice of frequencies is checked separately).
+inline RefPayload reference_rans_payload(const std::vector<std::int32_t>& levels, std::uint64_t n, std::uint32_t s,
+                                         std::uint32_t chunk, const std::vector<std::uint16_t>& table) {
+  RefPayload r;
+  if (n == 0) return r;
+  const std::uint32_t P = table[0], m = table[1];
+  std::vector<std::uint32_t> freq(2 * s + 1, 0), start(2 * s + 1, 0);
+  std::uint32_t sym = 0, cum = 0;
+  for (std::uint32_t k = 0; k < m; ++k) {
+    sym = k == 0 ? table[2] : sym + 1 + table[2 + 2 * k];
+    freq[sym] = table[3 + 2 * k];
+    start[sym] = cum;
+    cum += freq[sym];
+  }
+  std::vector<std::uint16_t> units(table.begin(), table.begin() + 2 + 2 * std::size_t(m));
+  while (units.size() % 4 != 0) units.push_back(0);  // the table fills whole words
+  for (std::uint64_t i0 = 0; i0 < n; i0 += chunk) {
+    const std::uint64_t i1 = std::min<std::uint64_t>(n, i0 + chunk);
+    r.offsets.push_back(16 * units.size());
+    std::uint64_t x[4] = {1u << 15, 1u << 15, 1u << 15, 1u << 15};
+    std::vector<std::uint16_t> emitted;
+    for (std::uint64_t i = i1; i-- > i0;) {
+      std::uint64_t& xs = x[(i - i0) % 4];
+      const std::uint32_t k = static_cast<std::uint32_t>(levels[i] + static_cast<std::int32_t>(s));
+      const std::uint64_t f = freq[k];
+      if (xs >= ((std::uint64_t(1) << (15 - P)) << 16) * f) {
+        emitted.push_back(static_cast<std::uint16_t>(xs & 0xFFFF));
+        xs >>= 16;
+      }
+      xs = (xs / f) * (std::uint64_t(1) << P) + xs % f + start[k];
+    }
+    for (std::uint64_t xs : x) {
+      units.push_back(static_cast<std::uint16_t>(xs & 0xFFFF));
+      units.push_back(static_cast<std::uint16_t>(xs >> 16));
+    }
+    units.insert(units.end(), emitted.rbegin(), emitted.rend());
+  }
+  for (std::uint16_t u : units) r.payload.push(u, 16);  // MSB-first, like every payload
+  return r;
+}
+
 inline RefPayload reference_payload(qsgd::CodecKind codec, const std::vector<std::int32_t>& levels, std::uint64_t n,
-                                    std::uint32_t s, std::uint32_t chunk) {
+                                    std::uint32_t s, std::uint32_t chunk,
+                                    const std::vector<std::uint16_t>& rans_table = {}) {
+  if (codec == qsgd::CodecKind::rans) return reference_rans_payload(levels, n, s, chunk, rans_table);
   RefPayload r;
   auto mag = [](std::int32_t l) { return static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l); };
   if (codec == qsgd::CodecKind::fixed) {

@@ -309,14 +309,17 @@ class ExchangeBase : public Exchange<ExecSpace> {
   // The fixed-width code takes the codec's fused path, whose quantization
   // time is inside encode_s.
   // A second-stage key (requant_flag) books both times as requantize_s.
-  std::size_t encode(OpT& op, const const_values_view& v, std::uint64_t n, const RngKey& k, const words_view& out) {
+  // index_offset: coordinate i draws with index i + index_offset (a bucket-
+  // aligned slice of a longer vector: see Codec::encode).
+  std::size_t encode(OpT& op, const const_values_view& v, std::uint64_t n, const RngKey& k, const words_view& out,
+                     std::uint64_t index_offset = 0) {
     const CodecKind c = codec_.config().codec;
     const bool requant = (k.rank & requant_flag) != 0;
     double& quantize_s = requant ? op.stats.requantize_s : op.stats.quantize_s;
     double& encode_s = requant ? op.stats.requantize_s : op.stats.encode_s;
     if (is_quantized(c) && c != CodecKind::fixed) {
       auto t0 = Clock::now();
-      quantize(exec_, codec_.config(), v, n, k, q_);
+      quantize(exec_, codec_.config(), v, n, k, q_, index_offset);
       exec_.fence();
       quantize_s += seconds_since(t0);
       t0 = Clock::now();
@@ -325,7 +328,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
       return bytes;
     }
     const auto t0 = Clock::now();
-    const std::size_t bytes = codec_.encode(v, n, k, out);
+    const std::size_t bytes = codec_.encode(v, n, k, out, index_offset);
     encode_s += seconds_since(t0);
     if (c == CodecKind::fixed) op.stats.fused_quantize = true;
     return bytes;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "qsgd/kernels/config.hpp"
 #include "qsgd/kernels/crc32c.hpp"
@@ -18,6 +19,9 @@
 #include "qsgd/kernels/detail/fixed_simd.hpp"
 #include "qsgd/kernels/detail/fixed_width.hpp"
 #include "qsgd/kernels/detail/float_codec.hpp"
+#include "qsgd/kernels/detail/rans.hpp"
+#include "qsgd/kernels/detail/rans_host.hpp"
+#include "qsgd/kernels/detail/rans_table.hpp"
 #include "qsgd/kernels/detail/sinks.hpp"
 #include "qsgd/kernels/error.hpp"
 #include "qsgd/kernels/message.hpp"
@@ -65,8 +69,11 @@ class Codec {
   // Quantizes v[0, n) stochastically with `key` (quantized codecs) or converts
   // it (float codecs), encodes it into `out`, and returns the message size in
   // bytes. NaN/Inf input, or a value a 16-bit format cannot hold, throws and
-  // leaves `out` unspecified.
-  std::size_t encode(const const_values_view& v, std::uint64_t n, const RngKey& key, const words_view& out) {
+  // leaves `out` unspecified. index_offset: coordinate i draws with index
+  // i + index_offset, so that a slice starting at a multiple of the bucket
+  // size encodes exactly the levels of the whole vector's quantization.
+  std::size_t encode(const const_values_view& v, std::uint64_t n, const RngKey& key, const words_view& out,
+                     std::uint64_t index_offset = 0) {
     prof::Scope range("qsgd/encode");
     if (n > v.extent(0)) throw Error(Errc::invalid_argument, "encode: n exceeds the input extent");
     if (!is_quantized(cfg_.codec)) return encode_floats(v, n, out);
@@ -85,18 +92,19 @@ class Codec {
         // Scales computed bucket by bucket inside the encoder (one read of v).
         exec_.fence();
         status = detail::simd::encode_fixed_stochastic(v.data(), q_.scales.data(), n, d, cfg_.s, cfg_.norm, sk,
-                                                       payload.data());
+                                                       index_offset, payload.data());
       }
       if (status != detail::simd::EncodeStatus::done) {
         compute_scales(exec_, v, n, d, cfg_.norm, q_.scales, "encode");  // throws on bad input
         using VV = const_values_view;
         using SV = Kokkos::View<float*, memory_space>;
-        detail::encode_fixed(exec_, detail::StochasticSource<VV, SV>{v, q_.scales, cfg_.s, sk}, n, d, cfg_.s, payload);
+        detail::encode_fixed(exec_, detail::StochasticSource<VV, SV>{v, q_.scales, cfg_.s, sk, index_offset}, n, d,
+                             cfg_.s, payload);
       }
       copy_scales_from(lay, out, q_);
       return seal(h, out);
     }
-    quantize(exec_, cfg_, v, n, key, q_);
+    quantize(exec_, cfg_, v, n, key, q_, index_offset);
     return encode(q_, out);
   }
 
@@ -125,6 +133,7 @@ class Codec {
       detail::encode_fixed(exec_, detail::StoredSource<decltype(levels)>{levels}, n, q.d, q.s, payload_of(lay, out));
       return seal(h, out);
     }
+    if (cfg_.codec == CodecKind::rans) return encode_rans(q, h, out);
     // Variable-length: the payload size is known only after the scan, so the
     // offsets go first (their position does not depend on payload size).
     const std::uint64_t nchunks = h.nchunks;
@@ -309,11 +318,145 @@ class Codec {
     }
     Kokkos::View<const std::uint64_t*, memory_space, Kokkos::MemoryUnmanaged> offsets(msg.data() + lay.offsets_word,
                                                                                      h.nchunks);
+    if (codec == CodecKind::rans) {
+      if (n == 0) return h;
+      // The table: parsed and checked on the host (at most 2 + 2(2s+1) units
+      // plus padding).
+      const std::uint32_t alphabet = 2 * h.s + 1;
+      const std::uint64_t avail_words = std::min<std::uint64_t>(
+          lay.payload_words, detail::ceil_div(detail::rans_table_units_max(alphabet), 4));
+      std::vector<std::uint64_t> head_words(avail_words);
+      Kokkos::deep_copy(exec_,
+                        Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(head_words.data(),
+                                                                                                avail_words),
+                        Kokkos::subview(payload, Kokkos::make_pair(std::uint64_t(0), avail_words)));
+      exec_.fence();
+      std::vector<std::uint16_t> head(4 * avail_words);
+      for (std::size_t k = 0; k < head.size(); ++k)
+        head[k] = static_cast<std::uint16_t>(head_words[k / 4] >> (48 - 16 * (k % 4)));
+      const std::uint64_t avail = std::min<std::uint64_t>(head.size(), h.payload_bits / 16);
+      std::uint32_t precision = 0;
+      std::string why;
+      const std::uint64_t table_units = detail::rans_parse_table(head.data(), avail, alphabet, rans_dec_host_, precision, why);
+      if (table_units == 0) detail::throw_corrupt(h, why);
+      grow(rans_dec_, rans_dec_host_.size(), "qsgd::rans_dec");
+      Kokkos::deep_copy(exec_, Kokkos::subview(rans_dec_, Kokkos::make_pair<std::size_t>(0, rans_dec_host_.size())),
+                        Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            rans_dec_host_.data(), rans_dec_host_.size()));
+      if (!decode_rans_host(offsets, payload, 16 * table_units, h, precision, scales, sink, bad))
+        bad = detail::decode_rans(exec_, offsets, payload, 16 * table_units, h.payload_bits, rans_dec_, precision,
+                                  scales, n, h.d, h.s, h.chunk, sink);
+      if (bad != detail::no_index) detail::throw_corrupt(h, "invalid rANS chunk " + std::to_string(bad));
+      return h;
+    }
     bad = codec == CodecKind::elias_sparse
               ? detail::decode_elias<true>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink)
               : detail::decode_elias<false>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink);
     if (bad != detail::no_index) detail::throw_corrupt(h, "invalid code in chunk " + std::to_string(bad));
     return h;
+  }
+
+  // rans: histogram of the symbols, the normalized table (host), every chunk
+  // coded into its scratch region, the chunk offsets by a scan, then the table
+  // and the chunks copied into the payload.
+  std::size_t encode_rans(const quantized_type& q, MessageHeader& h, const words_view& out) {
+    const std::uint64_t n = q.n;
+    const std::uint32_t s = q.s;
+    const std::uint32_t alphabet = 2 * s + 1;
+    const std::uint64_t nchunks = h.nchunks;
+    const std::uint32_t chunk = h.chunk;
+    h.payload_bits = 0;
+    MessageLayout lay = layout_of(h);
+    const std::uint64_t cap = out.extent(0);
+    if (lay.payload_word > cap) throw Error(Errc::buffer_too_small, "encode: output buffer too small");
+    std::vector<std::uint16_t> table_units;
+    std::uint64_t chunk_units_total = 0;
+    if (n > 0) {
+      grow(rans_counts_, alphabet, "qsgd::rans_counts");
+      const auto counts = Kokkos::subview(rans_counts_, Kokkos::make_pair(std::uint64_t(0), std::uint64_t(alphabet)));
+      Kokkos::deep_copy(exec_, counts, std::uint64_t(0));
+      const auto levels = q.levels;
+      std::uint64_t out_of_range = 0;
+      bool host = false;
+      if constexpr (host_simd) {
+        host = detail::rans_host::enabled();
+        exec_.fence();
+      }
+      if (host) {
+        out_of_range = detail::rans_host::histogram(levels.data(), n, s, counts.data());
+      } else {
+        Kokkos::parallel_reduce(
+            "qsgd::encode[rans]::histogram", Kokkos::RangePolicy<ExecSpace>(exec_, 0, n),
+            KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& bad) {
+              const std::int32_t l = levels(i);
+              const std::int32_t si = static_cast<std::int32_t>(s);
+              if (l < -si || l > si) {
+                ++bad;
+                return;
+              }
+              Kokkos::atomic_increment(&counts(static_cast<std::uint64_t>(l + si)));
+            },
+            out_of_range);
+      }
+      if (out_of_range > 0)
+        throw Error(Errc::invalid_argument, "encode: " + std::to_string(out_of_range) + " levels outside [-s, s]");
+      auto counts_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
+      detail::RansTableHost t = detail::rans_build_table(counts_h.data(), alphabet, n);
+      grow(rans_enc_, alphabet, "qsgd::rans_enc");
+      Kokkos::deep_copy(exec_, Kokkos::subview(rans_enc_, Kokkos::make_pair(std::uint64_t(0), std::uint64_t(alphabet))),
+                        Kokkos::View<const detail::RansEncSym*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            t.enc.data(), alphabet));
+      table_units = std::move(t.units);
+      const std::uint64_t region = std::uint64_t(chunk) + detail::rans_state_units;
+      grow(rans_scratch_, nchunks * region, "qsgd::rans_scratch");
+      grow(chunk_len_, nchunks, "qsgd::chunk_len");
+      if (host)
+        detail::rans_host::encode_chunks(levels.data(), n, s, chunk, rans_enc_.data(), rans_scratch_.data(),
+                                         chunk_len_.data());
+      else
+        detail::encode_rans_chunks(exec_, levels, n, s, chunk, rans_enc_, rans_scratch_, chunk_len_);
+      auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
+      const std::uint64_t first = table_units.size();
+      const auto chunk_len = chunk_len_;
+      Kokkos::parallel_scan(
+          "qsgd::encode[rans]::scan", Kokkos::RangePolicy<ExecSpace>(exec_, 0, nchunks),
+          KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& run, bool final) {
+            if (final) offsets(c) = 16 * (first + run);
+            run += chunk_len(c);
+          },
+          chunk_units_total);
+    }
+    h.payload_bits = 16 * (table_units.size() + chunk_units_total);
+    lay = layout_of(h);
+    if (lay.total_words > cap)
+      throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(cap * 8) +
+                                              " bytes, message needs " + std::to_string(lay.total_words * 8));
+    h.total_bytes = lay.total_words * 8;
+    if (n > 0) {
+      // The table fills whole words (padded); the chunks follow it.
+      const words_view payload = payload_of(lay, out);
+      std::vector<std::uint64_t> table_words(table_units.size() / 4, 0);
+      for (std::size_t k = 0; k < table_units.size(); ++k)
+        table_words[k / 4] |= static_cast<std::uint64_t>(table_units[k]) << (48 - 16 * (k % 4));
+      Kokkos::deep_copy(exec_, Kokkos::subview(payload, Kokkos::make_pair<std::size_t>(0, table_words.size())),
+                        Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            table_words.data(), table_words.size()));
+      const auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
+      if constexpr (host_simd) {
+        if (detail::rans_host::enabled()) {
+          exec_.fence();
+          detail::rans_host::write_chunks(nchunks, chunk, offsets.data(), chunk_len_.data(), rans_scratch_.data(),
+                                          payload.data());
+        } else {
+          detail::write_rans_chunks(exec_, nchunks, chunk, offsets, chunk_len_, rans_scratch_, payload);
+        }
+      } else {
+        detail::write_rans_chunks(exec_, nchunks, chunk, offsets, chunk_len_, rans_scratch_, payload);
+      }
+      exec_.fence();  // table_words is host memory the copy above may still read
+    }
+    copy_scales_from(lay, out, q);
+    return seal(h, out);
   }
 
   // The host SIMD paths (detail/fixed_simd.hpp) serve the Serial backend.
@@ -342,6 +485,43 @@ class Codec {
     return false;
   }
 
+  // decode_rans through the host path for the sinks it implements; false
+  // when it does not apply (the caller runs the portable kernel).
+  template <class OffView, class PayloadView, class ScaleView, class Sink>
+  bool decode_rans_host(const OffView& offsets, const PayloadView& payload, std::uint64_t first_bit,
+                        const MessageHeader& h, std::uint32_t precision, const ScaleView& scales, const Sink& sink,
+                        std::uint64_t& bad) {
+    if constexpr (host_simd) {
+      if (!detail::rans_host::enabled()) return false;
+      using M = detail::rans_host::Sink;
+      M mode;
+      float weight = 0.0f;
+      float* out = nullptr;
+      std::int32_t* levels_out = nullptr;
+      if constexpr (std::is_same<Sink, detail::AccumulateSink<values_view>>::value) {
+        mode = M::accumulate;
+        weight = sink.weight;
+        out = sink.acc.data();
+      } else if constexpr (std::is_same<Sink, detail::ValueSink<values_view>>::value) {
+        mode = M::values;
+        out = sink.out.data();
+      } else if constexpr (std::is_same<Sink, detail::NullSink>::value) {
+        mode = M::validate;
+      } else if constexpr (std::is_same<Sink, detail::LevelSink<decltype(quantized_type::levels)>>::value) {
+        mode = M::levels;
+        levels_out = sink.levels.data();
+      } else {
+        return false;
+      }
+      exec_.fence();
+      bad = detail::rans_host::decode(offsets.data(), payload.data(), first_bit, h.payload_bits, rans_dec_.data(),
+                                      precision, scales.data(), h.n, h.d, h.s, h.chunk, mode, weight, out, levels_out);
+      return true;
+    }
+    (void)offsets, (void)payload, (void)first_bit, (void)h, (void)precision, (void)scales, (void)sink, (void)bad;
+    return false;
+  }
+
   CodecConfig cfg_;
   ExecSpace exec_;
   quantized_type q_;
@@ -349,6 +529,11 @@ class Codec {
   Kokkos::View<std::uint32_t*, memory_space> crc_blocks_;
   Kokkos::View<std::uint32_t*, memory_space> crc_table_;
   Kokkos::View<std::uint64_t*, memory_space> omega_table_;
+  Kokkos::View<std::uint64_t*, memory_space> rans_counts_;
+  Kokkos::View<detail::RansEncSym*, memory_space> rans_enc_;
+  Kokkos::View<std::uint64_t*, memory_space> rans_dec_;
+  Kokkos::View<std::uint16_t*, memory_space> rans_scratch_;
+  std::vector<std::uint64_t> rans_dec_host_;
 };
 
 }  // namespace qsgd

@@ -16,6 +16,7 @@ enum class CodecKind : std::uint8_t {
   fixed = 3,         // 1 sign bit + ceil(log2(s+1)) level bits per coordinate
   elias_sparse = 4,  // per chunk: omega(count+1), then (omega(gap), sign, omega(level))
   elias_dense = 5,   // per coordinate: omega(level+1), sign when level != 0
+  rans = 6,          // interleaved rANS over (sign, level) with a per-message frequency table
 };
 
 // Bucket scaling (spec section 1). `none` is used by the float baselines.
@@ -26,10 +27,10 @@ enum class Norm : std::uint8_t { none = 0, l2 = 1, max = 2 };
 enum class QuantizerKind : std::uint8_t { none = 0, stochastic = 1, deterministic = 2 };
 
 inline bool is_quantized(CodecKind c) {
-  return c == CodecKind::fixed || c == CodecKind::elias_sparse || c == CodecKind::elias_dense;
+  return c == CodecKind::fixed || c == CodecKind::elias_sparse || c == CodecKind::elias_dense || c == CodecKind::rans;
 }
 inline bool is_variable_length(CodecKind c) {
-  return c == CodecKind::elias_sparse || c == CodecKind::elias_dense;
+  return c == CodecKind::elias_sparse || c == CodecKind::elias_dense || c == CodecKind::rans;
 }
 
 struct CodecConfig {
@@ -52,6 +53,9 @@ struct RngKey {
 // Largest s accepted. Levels, gaps and counts must stay far below 2^32 so that
 // every Elias omega codeword fits a 64-bit register.
 constexpr std::uint32_t max_levels = 1u << 24;
+// Largest s of the rans codec: its alphabet of signed levels, 2s + 1 symbols,
+// must fit a 15-bit table (and s = sqrt(n) stays below it up to n = 2^28).
+constexpr std::uint32_t rans_max_s = (1u << 14) - 1;
 // Largest chunk of the variable-length codes. It bounds the work a message
 // can ask for: elias-sparse codes a chunk of zeros in one bit, so a message of
 // B bytes (each chunk also costs a 64-bit offset) decodes to at most

@@ -19,6 +19,8 @@
 //   64            chunk bit offsets: nchunks x u64 (variable-length codes only)
 //   ...           scales: ceil(n/d) x f32, padded to 8 bytes (quantized codes only)
 //   ...           payload: ceil(payload_bits/64) x u64, MSB-first bit order
+//                 (rans: 16-bit units, the frequency table first; see
+//                 detail/rans.hpp)
 // All integers little-endian. Everything counts in bits per dimension.
 
 #include <cstddef>

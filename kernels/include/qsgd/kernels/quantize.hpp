@@ -94,17 +94,19 @@ KOKKOS_INLINE_FUNCTION std::int32_t stochastic_level(float v, const BucketFactor
 
 // One bucket on the host, with the bucket-invariant tests hoisted so the
 // common loop has no control flow. Same arithmetic as stochastic_level.
+// Coordinate i draws with index i + offset (a slice of a longer vector).
 KOKKOS_INLINE_FUNCTION void quantize_segment(const float* x, std::int32_t* out, std::uint64_t begin,
-                                                 std::uint64_t end, const BucketFactor& b, const StreamKey& key) {
+                                             std::uint64_t end, const BucketFactor& b, const StreamKey& key,
+                                             std::uint64_t offset = 0) {
   if (!(b.scale > 0.0f)) {
     for (std::uint64_t i = begin; i < end; ++i) out[i] = 0;
   } else if (b.divide_first) {
     for (std::uint64_t i = begin; i < end; ++i)
-      out[i] = level_from_position(x[i], mul_rn(magnitude(x[i]) / b.scale, b.s_f), b.s_f, key, i);
+      out[i] = level_from_position(x[i], mul_rn(magnitude(x[i]) / b.scale, b.s_f), b.s_f, key, i + offset);
   } else {
     const float f = b.factor, s_f = b.s_f;
     for (std::uint64_t i = begin; i < end; ++i)
-      out[i] = level_from_position(x[i], mul_rn(magnitude(x[i]), f), s_f, key, i);
+      out[i] = level_from_position(x[i], mul_rn(magnitude(x[i]), f), s_f, key, i + offset);
   }
 }
 
@@ -309,20 +311,22 @@ void compute_scales(const ExecSpace& exec, const VView& v, std::uint64_t n, std:
 namespace detail {
 template <class ExecSpace, class VView, class SView, class LView>
 void quantize_levels_host(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                          const StreamKey& sk, const SView& scales, const LView& levels, std::uint64_t nb) {
+                          const StreamKey& sk, const SView& scales, const LView& levels, std::uint64_t nb,
+                          std::uint64_t offset = 0) {
     Kokkos::parallel_for(
         "qsgd::quantize[stochastic,host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
         KOKKOS_LAMBDA(std::uint64_t b) {
           const std::uint64_t begin = b * d;
           const std::uint64_t end = begin + d < n ? begin + d : n;
           const BucketFactor bf(scales(b), s);
-          quantize_segment(v.data(), levels.data(), begin, end, bf, sk);
+          quantize_segment(v.data(), levels.data(), begin, end, bf, sk, offset);
         });
 }
 
 template <class ExecSpace, class VView, class SView, class LView>
 void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                          const StreamKey& sk, const SView& scales, const LView& levels, std::uint64_t nb) {
+                          const StreamKey& sk, const SView& scales, const LView& levels, std::uint64_t nb,
+                          std::uint64_t offset = 0) {
     using policy_t = Kokkos::TeamPolicy<ExecSpace>;
     using member_t = typename policy_t::member_type;
     Kokkos::parallel_for(
@@ -332,7 +336,7 @@ void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n
           const std::uint64_t end = begin + d < n ? begin + d : n;
           const BucketFactor bf(scales(m.league_rank()), s);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
-            levels(i) = stochastic_level(v(i), bf, s, sk, i);
+            levels(i) = stochastic_level(v(i), bf, s, sk, i + offset);
           });
         });
 }
@@ -346,10 +350,14 @@ void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n
  * Cost: reads 8n bytes (two passes over v), writes 4n + 4n/d bytes.
  * Requirements: cfg validated; v finite (else qsgd::Error non_finite_input,
  *   naming the first bad index, and q is left unspecified).
+ * index_offset: coordinate i draws with index i + index_offset, so a slice
+ *   v[a, a + n) of a longer vector, quantized with offset a, gets the levels
+ *   of the whole vector's quantization when a is a multiple of the bucket
+ *   size (its buckets are then the whole vector's buckets).
  */
 template <class ExecSpace, class VView, class MemSpace>
 void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std::uint64_t n,
-              const RngKey& key, Quantized<MemSpace>& q) {
+              const RngKey& key, Quantized<MemSpace>& q, std::uint64_t index_offset = 0) {
   if (n > v.extent(0)) throw Error(Errc::invalid_argument, "quantize: n exceeds the input extent");
   prof::Scope range("qsgd/quantize");
   const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
@@ -361,9 +369,9 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   const std::uint32_t s = cfg.s;
   if constexpr (detail::use_host_loops<ExecSpace>()) {
     static_assert(detail::is_contiguous<VView>(), "quantize needs a contiguous input View");
-    detail::quantize_levels_host(exec, v, n, d, s, sk, scales, levels, q.buckets());
+    detail::quantize_levels_host(exec, v, n, d, s, sk, scales, levels, q.buckets(), index_offset);
   } else {
-    detail::quantize_levels_team(exec, v, n, d, s, sk, scales, levels, q.buckets());
+    detail::quantize_levels_team(exec, v, n, d, s, sk, scales, levels, q.buckets(), index_offset);
   }
 }
 

@@ -46,8 +46,10 @@ enum class EncodeStatus { not_applicable, done, bad_input };
 // caller runs the portable kernels. bad_input: a coordinate is NaN/Inf or an
 // L2 norm overflows; scales and payload are unspecified, and the caller
 // reports the error (compute_scales names the element or bucket).
+// Coordinate i draws with index i + index_offset (see quantize()).
 EncodeStatus encode_fixed_stochastic(const float* v, float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                                     Norm norm, const StreamKey& key, std::uint64_t* payload);
+                                     Norm norm, const StreamKey& key, std::uint64_t index_offset,
+                                     std::uint64_t* payload);
 
 // Decodes the payload of n coordinates: values (out[i] = value),
 // accumulate (out[i] += weight * value) or validate (out unused). Groups with

@@ -26,13 +26,14 @@ struct StochasticSource {
   SView scales;
   std::uint32_t s;
   StreamKey key;
+  std::uint64_t offset = 0;  // coordinate i draws with index i + offset
   KOKKOS_INLINE_FUNCTION void fill(std::int32_t* lv, std::uint64_t i0, std::uint64_t i1, std::uint32_t d) const {
     std::uint64_t i = i0;
     while (i < i1) {
       const std::uint64_t b = i / d;
       const std::uint64_t e = (b + 1) * d < i1 ? (b + 1) * d : i1;
       const BucketFactor bf(scales(b), s);
-      quantize_segment(v.data(), lv - i0, i, e, bf, key);
+      quantize_segment(v.data(), lv - i0, i, e, bf, key, offset);
       i = e;
     }
   }

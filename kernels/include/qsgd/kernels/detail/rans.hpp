@@ -1,0 +1,238 @@
+#pragma once
+// Interleaved rANS over the signed levels (the `rans` codec, spec section 2).
+//
+// Symbols: sym = l + s for a level l in [-s, s] (alphabet 2s + 1, s <=
+//   rans_max_s), so sign and magnitude are coded jointly at their empirical
+//   probability.
+// Frequency table (per message, at the start of the payload, counted on the
+//   wire): 16-bit units  P, m, then m pairs (gap, f): the present symbols in
+//   increasing order (sym_0 = gap_0, sym_k = sym_{k-1} + 1 + gap_k) with
+//   frequencies f >= 1 summing to 2^P, 1 <= P <= 15; zero units pad it to a
+//   whole number of 64-bit words.
+// Chunks (cfg.chunk coordinates each, independently decodable, bit offsets in
+//   the message's offset section): rans_lanes interleaved 32-bit states;
+//   coordinate i0 + j belongs to lane j % rans_lanes. A chunk is its final
+//   encoder states (lane 0 low half, lane 0 high half, lane 1 ...) followed by
+//   the 16-bit renormalization units in the order the decoder reads them.
+// State invariant: x in [2^15, 2^31). Encoding symbol (start c, freq f): if
+//   x >= 2^(31-P) f, emit its low 16 bits and shift right by 16 (at most once
+//   per symbol); then x <- floor(x / f) 2^P + x mod f + c, with the division
+//   done by a multiply with an exact reciprocal (x < 2^31). Decoding inverts
+//   it: slot = x mod 2^P, x <- f (x >> P) + slot - c, and one 16-bit unit is
+//   read when x < 2^15. Every lane starts at 2^15 in the encoder, so a
+//   decoder must end every lane there and consume the chunk exactly: bad
+//   offsets or states, over-reads and left-over units are always detected,
+//   other corruption almost always, even behind a valid checksum.
+// Payload units: unit k is bits [16k, 16k + 16) of the MSB-first payload
+//   stream (as for every code), i.e. the high 16 bits of word k / 4 first.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+#include "qsgd/kernels/detail/arith.hpp"
+#include "qsgd/kernels/detail/bitstream.hpp"
+#include "qsgd/kernels/quantize.hpp"
+
+namespace qsgd::detail {
+
+constexpr std::uint32_t rans_lanes = 4;
+constexpr std::uint32_t rans_low = 1u << 15;        // lower bound of a state
+constexpr std::uint32_t rans_max_precision = 15;    // P <= 15: 2^P divides rans_low
+constexpr std::uint32_t rans_state_units = 2 * rans_lanes;
+
+// Unit k of a payload: bits [16k, 16k + 16) of the MSB-first stream.
+template <class WordView>
+KOKKOS_INLINE_FUNCTION std::uint32_t rans_unit(const WordView& words, std::uint64_t k) {
+  return static_cast<std::uint32_t>(words(k >> 2) >> (48 - 16 * (k & 3))) & 0xFFFFu;
+}
+
+// Encoder entry of one symbol (exact reciprocal division, as in ryg_rans).
+struct RansEncSym {
+  std::uint32_t x_max = 0;   // renormalize when x >= x_max
+  std::uint32_t rcp = 0;     // reciprocal of f
+  std::uint32_t bias = 0;    // start, or start + 2^P - 1 when f == 1
+  std::uint16_t cmpl = 0;    // 2^P - f
+  std::uint16_t shift = 0;   // reciprocal shift
+};
+
+// Decoder entry of one slot: f (16 bits) | slot - start (16 bits) | sym (16 bits).
+KOKKOS_INLINE_FUNCTION std::uint64_t rans_dec_entry(std::uint32_t f, std::uint32_t bias, std::uint32_t sym) {
+  return (static_cast<std::uint64_t>(f) << 32) | (static_cast<std::uint64_t>(bias) << 16) | sym;
+}
+
+KOKKOS_INLINE_FUNCTION RansEncSym rans_enc_sym(std::uint32_t start, std::uint32_t f, std::uint32_t precision) {
+  RansEncSym e;
+  e.x_max = ((rans_low >> precision) << 16) * f;
+  e.cmpl = static_cast<std::uint16_t>((1u << precision) - f);
+  if (f < 2) {
+    e.rcp = ~0u;
+    e.shift = 0;
+    e.bias = start + (1u << precision) - 1;
+  } else {
+    std::uint32_t sh = 0;
+    while (f > (1u << sh)) ++sh;
+    e.rcp = static_cast<std::uint32_t>(((std::uint64_t(1) << (sh + 31)) + f - 1) / f);
+    e.shift = static_cast<std::uint16_t>(sh - 1);
+    e.bias = start;
+  }
+  return e;
+}
+
+// x <- C(x, sym) after renormalization; x < 2^31 here, where the reciprocal is exact.
+KOKKOS_INLINE_FUNCTION std::uint32_t rans_advance(std::uint32_t x, const RansEncSym& e) {
+  const std::uint32_t q = static_cast<std::uint32_t>((static_cast<std::uint64_t>(x) * e.rcp) >> 32) >> e.shift;
+  return x + e.bias + q * e.cmpl;
+}
+
+/*
+ * encode_rans_chunks
+ * Purpose: rANS-code the symbols of every chunk into its own scratch region.
+ * Algorithm: one work item per chunk; coordinates from last to first (lane
+ *   j % rans_lanes), units written downwards from the region's end, then the
+ *   final states. chunk_units(c) receives the chunk's size in units; its data
+ *   are the last chunk_units(c) units of region c.
+ * Cost: reads 4n bytes of levels; writes at most 2n + 16 nchunks bytes.
+ * Requirements: scratch has nchunks * (chunk + rans_state_units) units; enc
+ *   has 2s + 1 entries, valid for every symbol present.
+ */
+template <class ExecSpace, class LView, class EncView, class UnitView, class LenView>
+void encode_rans_chunks(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t s,
+                        std::uint32_t chunk, const EncView& enc, const UnitView& scratch, const LenView& chunk_units) {
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  const std::uint64_t cap = std::uint64_t(chunk) + rans_state_units;
+  Kokkos::parallel_for(
+      "qsgd::encode[rans]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks), KOKKOS_LAMBDA(std::uint64_t c) {
+        const std::uint64_t i0 = c * chunk;
+        const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+        const std::uint64_t region_end = (c + 1) * cap;
+        std::uint64_t p = region_end;
+        std::uint32_t x[rans_lanes];
+        for (std::uint32_t k = 0; k < rans_lanes; ++k) x[k] = rans_low;
+        for (std::uint64_t i = i1; i-- > i0;) {
+          const std::uint32_t lane = static_cast<std::uint32_t>((i - i0) % rans_lanes);
+          const RansEncSym e = enc(static_cast<std::uint32_t>(levels(i) + static_cast<std::int32_t>(s)));
+          std::uint32_t xs = x[lane];
+          // Branch-free renormalization (the branch is unpredictable): the
+          // unit is always stored, and kept only if the state moves.
+          const std::uint32_t emit = xs >= e.x_max ? 1u : 0u;
+          scratch(p - 1) = static_cast<std::uint16_t>(xs & 0xFFFFu);
+          p -= emit;
+          xs >>= 16 * emit;
+          x[lane] = rans_advance(xs, e);
+        }
+        for (std::uint32_t k = rans_lanes; k-- > 0;) {
+          scratch(--p) = static_cast<std::uint16_t>(x[k] >> 16);
+          scratch(--p) = static_cast<std::uint16_t>(x[k] & 0xFFFFu);
+        }
+        chunk_units(c) = region_end - p;
+      });
+}
+
+/*
+ * write_rans_chunks
+ * Purpose: place every chunk's units at its bit offset in the payload.
+ * Algorithm: as for the Elias codes, the (at most two) words a chunk shares
+ *   with a neighbour are zeroed first, then each chunk writes its units with
+ *   a BitWriter (plain stores for the words it owns, atomic OR for shared ones).
+ */
+template <class ExecSpace, class OffView, class LenView, class UnitView, class WordView>
+void write_rans_chunks(const ExecSpace& exec, std::uint64_t nchunks, std::uint32_t chunk, const OffView& offsets,
+                       const LenView& chunk_units, const UnitView& scratch, const WordView& payload) {
+  using range = Kokkos::RangePolicy<ExecSpace>;
+  const std::uint64_t cap = std::uint64_t(chunk) + rans_state_units;
+  Kokkos::parallel_for(
+      "qsgd::encode[rans]::zero_shared", range(exec, 0, nchunks), KOKKOS_LAMBDA(std::uint64_t c) {
+        const std::uint64_t start = offsets(c);
+        const std::uint64_t end = start + 16 * chunk_units(c);
+        if (start & 63) payload(start >> 6) = 0;
+        if (end & 63) payload((end - 1) >> 6) = 0;
+      });
+  Kokkos::parallel_for(
+      "qsgd::encode[rans]::write", range(exec, 0, nchunks), KOKKOS_LAMBDA(std::uint64_t c) {
+        const std::uint64_t len = chunk_units(c);
+        const std::uint64_t start = offsets(c);
+        const std::uint64_t src = (c + 1) * cap - len;
+        BitWriter<WordView> wr(payload, start, start + 16 * len);
+        for (std::uint64_t k = 0; k < len; ++k) wr.put(scratch(src + k), 16);
+        wr.finish();
+      });
+}
+
+/*
+ * decode_rans
+ * Purpose: decode and validate every chunk in parallel, handing levels to the sink.
+ * Algorithm: chunk c reads units [offsets(c)/16, offsets(c+1)/16) (the last
+ *   chunk up to the payload's end). A chunk is bad when its offsets are out of
+ *   order, out of range or not unit-aligned, an initial state is outside
+ *   [2^15, 2^31), a read passes the chunk's end, or the chunk ends with units
+ *   left over or a lane not back at 2^15.
+ * Cost: reads the payload once plus one 8-byte table entry per coordinate.
+ * Returns the first bad chunk, or no_index.
+ */
+template <class ExecSpace, class OffView, class WordView, class DecView, class ScaleView, class Sink>
+std::uint64_t decode_rans(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                          std::uint64_t first_bit, std::uint64_t payload_bits, const DecView& dec,
+                          std::uint32_t precision, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
+                          std::uint32_t s, std::uint32_t chunk, const Sink& sink) {
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  std::uint64_t first_bad = no_index;
+  if (nchunks == 0) return first_bad;
+  const std::uint32_t mask = (1u << precision) - 1;
+  Kokkos::parallel_reduce(
+      "qsgd::decode[rans]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks),
+      KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& bad) {
+        const std::uint64_t i0 = c * chunk;
+        const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+        const std::uint64_t start = offsets(c);
+        const std::uint64_t end = c + 1 < nchunks ? offsets(c + 1) : payload_bits;
+        if ((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) || (end & 15) ||
+            end - start < 16 * std::uint64_t(rans_state_units)) {
+          if (c < bad) bad = c;
+          return;
+        }
+        std::uint64_t p = start >> 4;
+        const std::uint64_t pend = end >> 4;
+        std::uint32_t x[rans_lanes];
+        bool ok = true;
+        for (std::uint32_t k = 0; k < rans_lanes; ++k) {
+          x[k] = rans_unit(payload, p) | (rans_unit(payload, p + 1) << 16);
+          p += 2;
+          ok = ok && x[k] >= rans_low && x[k] < (rans_low << 16);
+        }
+        std::uint64_t bucket = i0 / d;
+        std::uint64_t bucket_end = (bucket + 1) * d;
+        LevelUnit unit(scales(bucket), s);
+        for (std::uint64_t i = i0; ok && i < i1; ++i) {
+          if (i == bucket_end) {
+            ++bucket;
+            bucket_end += d;
+            unit = LevelUnit(scales(bucket), s);
+          }
+          const std::uint32_t lane = static_cast<std::uint32_t>((i - i0) % rans_lanes);
+          std::uint32_t xs = x[lane];
+          const std::uint64_t e = dec(xs & mask);
+          xs = static_cast<std::uint32_t>(e >> 32) * (xs >> precision) + static_cast<std::uint32_t>((e >> 16) & 0xFFFFu);
+          // Renormalization without a data-dependent branch on valid input:
+          // one unit is read when the state falls below 2^15 (the load
+          // always happens and stays inside the chunk).
+          const bool low = xs < rans_low;
+          if (low && p == pend) {
+            ok = false;
+            break;
+          }
+          const std::uint32_t u = rans_unit(payload, p < pend ? p : pend - 1);
+          xs = low ? (xs << 16) | u : xs;
+          p += low ? 1 : 0;
+          x[lane] = xs;
+          sink.put(i, static_cast<std::int32_t>(e & 0xFFFFu) - static_cast<std::int32_t>(s), unit);
+        }
+        for (std::uint32_t k = 0; k < rans_lanes; ++k) ok = ok && x[k] == rans_low;
+        if (!ok || p != pend) {
+          if (c < bad) bad = c;
+        }
+      },
+      Kokkos::Min<std::uint64_t>(first_bad));
+  return first_bad;
+}
+
+}  // namespace qsgd::detail

@@ -1,0 +1,39 @@
+#pragma once
+// Host paths of the rANS codec (detail/rans.hpp) for the Serial backend:
+// plain loops over raw pointers, the four lanes of a chunk unrolled into
+// registers, renormalization without data-dependent branches, output written
+// bucket segment by bucket segment. Same words and the same decoded bits as
+// the portable Kokkos kernels (tested); enabled and disabled together with
+// the fixed-width SIMD path (fixed_simd.hpp: set_simd_enabled, QSGD_SIMD).
+
+#include <cstdint>
+
+#include "qsgd/kernels/detail/fixed_simd.hpp"
+#include "qsgd/kernels/detail/rans.hpp"
+
+namespace qsgd::detail::rans_host {
+
+// True when the host paths are enabled (set_simd_enabled / QSGD_SIMD).
+bool enabled();
+
+// Histogram of the symbols l + s of levels[0, n) into counts[0, 2s + 1)
+// (zeroed here); returns the number of levels outside [-s, s] (not counted).
+std::uint64_t histogram(const std::int32_t* levels, std::uint64_t n, std::uint32_t s, std::uint64_t* counts);
+
+// encode_rans_chunks on the host (same scratch layout and chunk lengths).
+void encode_chunks(const std::int32_t* levels, std::uint64_t n, std::uint32_t s, std::uint32_t chunk,
+                   const RansEncSym* enc, std::uint16_t* scratch, std::uint64_t* chunk_units);
+
+// write_rans_chunks on the host: chunk c's units to bit offset offsets[c].
+void write_chunks(std::uint64_t nchunks, std::uint32_t chunk, const std::uint64_t* offsets,
+                  const std::uint64_t* chunk_units, const std::uint16_t* scratch, std::uint64_t* payload);
+
+// decode_rans on the host for the sinks it implements; returns the first bad
+// chunk or no_index. levels_out is used by FixedSink-like mode `levels`.
+enum class Sink { values, accumulate, validate, levels };
+std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload, std::uint64_t first_bit,
+                     std::uint64_t payload_bits, const std::uint64_t* dec, std::uint32_t precision, const float* scales,
+                     std::uint64_t n, std::uint32_t d, std::uint32_t s, std::uint32_t chunk, Sink mode, float weight,
+                     float* out, std::int32_t* levels_out);
+
+}  // namespace qsgd::detail::rans_host
