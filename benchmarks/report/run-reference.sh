@@ -5,7 +5,8 @@
 #
 #   benchmarks/report/run-reference.sh [TABLE ...]
 #     codecs          qsgd-codec-report --json, n = 2^20 (~1 min)
-#     kernels         qsgd-bench-kernels at n = 2^24, one core, 5 repetitions (~3 min)
+#     kernels         qsgd-bench-kernels at n = 2^24, one core, 5 repetitions, and the
+#                     coding kernels at n = 2^16 (in cache) (~4 min)
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
 #                     links, both transports, and PyTorch's gloo allreduce (~10 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
@@ -45,7 +46,13 @@ for t in "${tables[@]}"; do
       rc=0  # 3: a target missed, which the table shows; anything else is a failure
       benchmarks/kernels/run_targets.sh build/release "$ref/$t/kernels.json" > "$ref/$t/targets.txt" || rc=$?
       cat "$ref/$t/targets.txt"
-      [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "run-reference: run_targets.sh failed ($rc)" >&2; exit "$rc"; } ;;
+      [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "run-reference: run_targets.sh failed ($rc)" >&2; exit "$rc"; }
+      # The same kernels on cache-resident data (n = 2^16, 256 KiB of input):
+      # their compute rate, the bound docs/kernels.md compares against.
+      taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=65536 --qsgd_n_max=65536 --benchmark_repetitions=5 \
+        --benchmark_report_aggregates_only=true \
+        --benchmark_filter='memcpy/kokkos|quantize|checksum|^encode/(fixed|rans)|decode_accumulate/(fixed|rans)|decode/rans' \
+        --benchmark_out="$ref/$t/incache.json" --benchmark_out_format=json > "$ref/$t/incache.txt" 2>&1 ;;
     exchange-1gbit)
       fresh "$t"
       for k in 2 4; do
