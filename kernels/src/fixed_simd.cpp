@@ -59,6 +59,8 @@ State& state() {
 
 Isa active() { return state().enabled ? state().cpu : Isa::portable; }
 
+#ifdef QSGD_HAVE_AVX512_PATH
+
 // Portable per-group fallbacks (the same functions the Kokkos kernels run).
 void encode_group_portable(const float* v, const float* scales, std::uint64_t g, std::uint64_t n, std::uint32_t d,
                            std::uint32_t s, const StreamKey& key, std::uint64_t offset, std::uint64_t* payload,
@@ -87,8 +89,6 @@ bool decode_group_portable_mode(const std::uint64_t* payload, const float* scale
   }
   return decode_group_portable(payload, scales, g, n, d, s, NullSink{}, nb, words);
 }
-
-#ifdef QSGD_HAVE_AVX512_PATH
 
 // Byte permutations between 8 runs of 8b bits (run m right-aligned in qword m,
 // its most significant byte first in the stream) and the b words of the

@@ -385,18 +385,7 @@ class Codec {
       if (host) {
         out_of_range = detail::rans_host::histogram(levels.data(), n, s, counts.data());
       } else {
-        Kokkos::parallel_reduce(
-            "qsgd::encode[rans]::histogram", Kokkos::RangePolicy<ExecSpace>(exec_, 0, n),
-            KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& bad) {
-              const std::int32_t l = levels(i);
-              const std::int32_t si = static_cast<std::int32_t>(s);
-              if (l < -si || l > si) {
-                ++bad;
-                return;
-              }
-              Kokkos::atomic_increment(&counts(static_cast<std::uint64_t>(l + si)));
-            },
-            out_of_range);
+        out_of_range = detail::rans_histogram(exec_, levels, n, s, counts);
       }
       if (out_of_range > 0)
         throw Error(Errc::invalid_argument, "encode: " + std::to_string(out_of_range) + " levels outside [-s, s]");
@@ -416,15 +405,7 @@ class Codec {
       else
         detail::encode_rans_chunks(exec_, levels, n, s, chunk, rans_enc_, rans_scratch_, chunk_len_);
       auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
-      const std::uint64_t first = table_units.size();
-      const auto chunk_len = chunk_len_;
-      Kokkos::parallel_scan(
-          "qsgd::encode[rans]::scan", Kokkos::RangePolicy<ExecSpace>(exec_, 0, nchunks),
-          KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& run, bool final) {
-            if (final) offsets(c) = 16 * (first + run);
-            run += chunk_len(c);
-          },
-          chunk_units_total);
+      chunk_units_total = detail::rans_offsets(exec_, chunk_len_, nchunks, table_units.size(), offsets);
     }
     h.payload_bits = 16 * (table_units.size() + chunk_units_total);
     lay = layout_of(h);

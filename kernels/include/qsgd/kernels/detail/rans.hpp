@@ -128,6 +128,43 @@ void encode_rans_chunks(const ExecSpace& exec, const LView& levels, std::uint64_
       });
 }
 
+// Histogram of the symbols l + s of levels[0, n) into counts (zeroed by the
+// caller); returns the number of levels outside [-s, s] (not counted).
+template <class ExecSpace, class LView, class CountView>
+std::uint64_t rans_histogram(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t s,
+                             const CountView& counts) {
+  std::uint64_t out_of_range = 0;
+  Kokkos::parallel_reduce(
+      "qsgd::encode[rans]::histogram", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& bad) {
+        const std::int32_t l = levels(i);
+        const std::int32_t si = static_cast<std::int32_t>(s);
+        if (l < -si || l > si) {
+          ++bad;
+          return;
+        }
+        Kokkos::atomic_increment(&counts(static_cast<std::uint64_t>(l + si)));
+      },
+      out_of_range);
+  return out_of_range;
+}
+
+// Chunk bit offsets (the first chunk after `first` table units) from the
+// chunk lengths in units; returns the chunks' total length in units.
+template <class ExecSpace, class LenView, class OffView>
+std::uint64_t rans_offsets(const ExecSpace& exec, const LenView& chunk_units, std::uint64_t nchunks,
+                           std::uint64_t first, const OffView& offsets) {
+  std::uint64_t total = 0;
+  Kokkos::parallel_scan(
+      "qsgd::encode[rans]::scan", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks),
+      KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& run, bool final) {
+        if (final) offsets(c) = 16 * (first + run);
+        run += chunk_units(c);
+      },
+      total);
+  return total;
+}
+
 /*
  * write_rans_chunks
  * Purpose: place every chunk's units at its bit offset in the payload.
