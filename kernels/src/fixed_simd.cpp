@@ -335,6 +335,8 @@ constexpr DecodeFn decoders[9] = {nullptr, nullptr, decode_avx512<2>, decode_avx
 
 const char* fixed_isa() { return active() == Isa::avx512_vbmi ? "avx512-vbmi" : "portable"; }
 
+bool host_paths_enabled() { return state().enabled; }
+
 bool set_simd_enabled(bool on) {
   const bool prev = state().enabled;
   state().enabled = on;

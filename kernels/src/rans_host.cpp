@@ -151,7 +151,7 @@ Scratch& scratch() {
 
 }  // namespace
 
-bool enabled() { return little_endian && std::strcmp(simd::fixed_isa(), "portable") != 0; }
+bool enabled() { return little_endian && simd::host_paths_enabled(); }
 
 std::uint64_t histogram(const std::int32_t* levels, std::uint64_t n, std::uint32_t s, std::uint64_t* counts) {
   const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;

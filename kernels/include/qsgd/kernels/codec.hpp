@@ -3,7 +3,9 @@
 // decode / decode-and-accumulate any message, in one Kokkos execution space.
 //
 // A Codec owns its scratch (levels, chunk lengths, checksum blocks), grown on
-// demand and then reused, so steady-state calls do not allocate. Messages are
+// demand and then reused, so steady-state calls do not allocate device
+// memory (the rans codec builds and parses its frequency table on the host,
+// small vectors of O(2s + 1) entries per message). Messages are
 // arrays of 64-bit words in the execution space's memory.
 
 #include <Kokkos_Core.hpp>

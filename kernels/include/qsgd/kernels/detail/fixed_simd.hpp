@@ -34,9 +34,13 @@ enum class FixedSink { values, accumulate, validate };
 // "avx512-vbmi" or "portable": the path the next call will take.
 const char* fixed_isa();
 
-// Enables (default, unless QSGD_SIMD=portable) or disables the SIMD paths;
-// returns the previous setting. Not thread-safe against concurrent codec calls.
+// Enables (default, unless QSGD_SIMD=portable) or disables every host path
+// (this SIMD path and rans_host.hpp's); returns the previous setting. Not
+// thread-safe against concurrent codec calls.
 bool set_simd_enabled(bool on);
+
+// The setting above, whatever the CPU supports.
+bool host_paths_enabled();
 
 enum class EncodeStatus { not_applicable, done, bad_input };
 

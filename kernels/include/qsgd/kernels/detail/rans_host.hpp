@@ -3,8 +3,9 @@
 // plain loops over raw pointers, the four lanes of a chunk unrolled into
 // registers, renormalization without data-dependent branches, output written
 // bucket segment by bucket segment. Same words and the same decoded bits as
-// the portable Kokkos kernels (tested); enabled and disabled together with
-// the fixed-width SIMD path (fixed_simd.hpp: set_simd_enabled, QSGD_SIMD).
+// the portable Kokkos kernels (tested). Plain C++ (no particular instruction
+// set); enabled and disabled with the other host paths (fixed_simd.hpp:
+// set_simd_enabled, QSGD_SIMD), on little-endian hosts.
 
 #include <cstdint>
 
@@ -13,7 +14,8 @@
 
 namespace qsgd::detail::rans_host {
 
-// True when the host paths are enabled (set_simd_enabled / QSGD_SIMD).
+// True when the host paths are enabled (set_simd_enabled / QSGD_SIMD) on a
+// little-endian host.
 bool enabled();
 
 // Histogram of the symbols l + s of levels[0, n) into counts[0, 2s + 1)
