@@ -608,6 +608,53 @@ TEST(Deterministic, TiesKeepLowerIndicesFirst) {
   check_deterministic(std::vector<float>(1000, 1.0f));
 }
 
+// The deterministic quantizer's masses are detail::fixed_order_sum: blocks of
+// sum_block terms in index order, then the block sums the same way, level by
+// level. The kernel's bits must equal this plain model of that order for
+// every n (block edges, several levels), whatever the backend does with its
+// threads: the order is part of the algorithm, so the kept set cannot depend
+// on the thread count. (The host build's Serial backend runs one thread; the
+// CUDA build runs this same test on the device.) The first case shows the
+// check can fail: 1 followed by 2^20 terms of 2^-53 sums to 1 left to right
+// (each addition is a tie, rounded to even) but to 1 + 2^-33 + ... in blocks.
+double fixed_order_model(const std::vector<double>& t) {
+  const std::size_t B = qsgd::detail::sum_block;
+  std::vector<double> level = t;
+  do {
+    std::vector<double> next((level.size() + B - 1) / B, 0.0);
+    for (std::size_t i = 0; i < level.size(); ++i) next[i / B] += level[i];
+    level.swap(next);
+  } while (level.size() > 1);
+  return level.empty() ? 0.0 : level[0];
+}
+
+double fixed_order_kernel(const std::vector<double>& t) {
+  Kokkos::View<double*, Mem> d("test::terms", std::max<std::size_t>(1, t.size()));
+  Kokkos::deep_copy(Kokkos::subview(d, std::make_pair<std::size_t, std::size_t>(0, t.size())),
+                    Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(t.data(), t.size()));
+  Kokkos::View<double*, Mem> work;
+  return qsgd::detail::fixed_order_sum(Exec(), t.size(), KOKKOS_LAMBDA(std::uint64_t i) { return d(i); }, work);
+}
+
+TEST(Deterministic, MassesAreSummedInTheDocumentedFixedOrder) {
+  std::vector<double> tie(1 + (1u << 20), std::ldexp(1.0, -53));
+  tie[0] = 1.0;
+  double left_to_right = 0.0;
+  for (double x : tie) left_to_right += x;
+  ASSERT_EQ(left_to_right, 1.0);
+  EXPECT_EQ(fixed_order_kernel(tie), fixed_order_model(tie));
+  EXPECT_GT(fixed_order_model(tie), 1.0);
+  const std::size_t B = qsgd::detail::sum_block;
+  for (std::size_t n : {std::size_t(0), std::size_t(1), B - 1, B, B + 1, B * B - 1, B * B + 3}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    // Magnitudes over 60 binades, so every order rounds differently.
+    const auto f = make_input(Input::heavy, n, 7 + n);
+    std::vector<double> t(n);
+    for (std::size_t i = 0; i < n; ++i) t[i] = std::ldexp(std::fabs(static_cast<double>(f[i])), static_cast<int>(i % 61) - 30);
+    EXPECT_EQ(fixed_order_kernel(t), fixed_order_model(t));
+  }
+}
+
 TEST(Deterministic, ZeroAndTinyVectors) {
   check_deterministic({});
   const DetResult z = run_deterministic(std::vector<float>(100, 0.0f));

@@ -401,15 +401,81 @@ void dequantize(const ExecSpace& exec, const Quantized<MemSpace>& q, const OutVi
       });
 }
 
+namespace detail {
+// Terms per block of fixed_order_sum.
+constexpr std::uint64_t sum_block = 1024;
+
+/*
+ * fixed_order_sum
+ * Purpose: sum_{i < n} term(i) in double, in an order fixed by n alone, so the
+ *   bits of the result do not depend on the backend, the thread count or how
+ *   work is mapped to threads (a Kokkos parallel_reduce combines partial sums
+ *   in an unspecified order).
+ * Algorithm: blocks of sum_block consecutive terms are summed in index order
+ *   (one block per parallel iteration); the block sums are then summed the
+ *   same way, block by block, until one value remains. Every addition is
+ *   add_rn (rounded, never fused).
+ * Cost: one pass over the terms plus about n / (sum_block - 1) additions;
+ *   `work` holds every level's partial sums (about n / (sum_block - 1)
+ *   doubles) and is reallocated only when too small.
+ */
+template <class ExecSpace, class Term>
+double fixed_order_sum(const ExecSpace& exec, std::uint64_t n, const Term& term,
+                       Kokkos::View<double*, typename ExecSpace::memory_space>& work) {
+  if (n == 0) return 0.0;
+  using range_t = Kokkos::RangePolicy<ExecSpace>;
+  constexpr std::uint64_t B = sum_block;
+  // Every level's partial sums, one region after another.
+  std::uint64_t total = 0;
+  for (std::uint64_t m = n;;) {
+    m = (m + B - 1) / B;
+    total += m;
+    if (m == 1) break;
+  }
+  if (work.extent(0) < total)
+    work = Kokkos::View<double*, typename ExecSpace::memory_space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::fixed_order_sum"), total);
+  const auto w = work;
+  std::uint64_t m = (n + B - 1) / B;
+  Kokkos::parallel_for(
+      "qsgd::fixed_order_sum::terms", range_t(exec, 0, m), KOKKOS_LAMBDA(std::uint64_t b) {
+        const std::uint64_t end = (b + 1) * B < n ? (b + 1) * B : n;
+        double acc = 0.0;
+        for (std::uint64_t i = b * B; i < end; ++i) acc = add_rn(acc, term(i));
+        w(b) = acc;
+      });
+  std::uint64_t in = 0;  // start of the current level's region
+  while (m > 1) {
+    const std::uint64_t len = m, out = in + len, next = (len + B - 1) / B, from = in;
+    Kokkos::parallel_for(
+        "qsgd::fixed_order_sum::blocks", range_t(exec, 0, next), KOKKOS_LAMBDA(std::uint64_t b) {
+          const std::uint64_t end = (b + 1) * B < len ? (b + 1) * B : len;
+          double acc = 0.0;
+          for (std::uint64_t i = b * B; i < end; ++i) acc = add_rn(acc, w(from + i));
+          w(out + b) = acc;
+        });
+    in = out;
+    m = next;
+  }
+  double result = 0.0;
+  Kokkos::deep_copy(exec, result, Kokkos::subview(w, in));
+  exec.fence();
+  return result;
+}
+}  // namespace detail
+
 /*
  * quantize_deterministic (spec section 1, for plain gradient descent)
  * Purpose: keep the smallest set I of largest-magnitude coordinates whose
  *   magnitudes sum to at least ||v||_2; Q(v)_i = ||v||_2 sign(v_i) on I, else 0.
  *   Ties in magnitude are broken by lower index first.
  * Algorithm: the threshold t* = largest float t with sum_{|v_i| >= t} |v_i|
- *   >= ||v||_2 is found by bisection over float bit patterns (<= 32 parallel
- *   reductions); coordinates above t* are all kept, and of those equal to t*
- *   the first m (by index, one parallel scan) complete the sum.
+ *   >= ||v||_2 is found by bisection over float bit patterns (<= 32 passes);
+ *   coordinates above t* are all kept, and of those equal to t* the first m
+ *   (by index, one parallel scan) complete the sum. Every mass is a
+ *   detail::fixed_order_sum, so the kept set is the same on every backend and
+ *   thread count (an unordered parallel reduction could flip a comparison
+ *   with ||v||_2 in the last bit).
  * Cost: about 34 passes over v; meant for gradient-descent experiments, not
  *   for the hot path.
  * Output: one bucket (d = n), s = 1, levels in {-1, 0, 1}, norm l2.
@@ -429,18 +495,18 @@ void quantize_deterministic(const ExecSpace& exec, const VView& v, std::uint64_t
   exec.fence();
   const double norm = norm_f;
   using range_t = Kokkos::RangePolicy<ExecSpace>;
-  auto mass_at_least = [&](std::uint32_t tbits) {
-    const float t = detail::bits_float(tbits);
-    double sum = 0.0;
-    Kokkos::parallel_reduce(
-        "qsgd::quantize[deterministic]::mass", range_t(exec, 0, n),
-        KOKKOS_LAMBDA(std::uint64_t i, double& acc) {
+  Kokkos::View<double*, typename ExecSpace::memory_space> work;
+  // Mass of the coordinates with |v_i| >= t (or > t when strict).
+  auto mass = [&](float t, bool strict) {
+    return detail::fixed_order_sum(
+        exec, n,
+        KOKKOS_LAMBDA(std::uint64_t i) {
           const float a = detail::abs_f(v(i));
-          if (a >= t) acc += a;
+          return (strict ? a > t : a >= t) ? static_cast<double>(a) : 0.0;
         },
-        sum);
-    return sum;
+        work);
   };
+  auto mass_at_least = [&](std::uint32_t tbits) { return mass(detail::bits_float(tbits), false); };
   // Non-negative floats order like their bit patterns. lo satisfies the
   // predicate (t = 0 takes every coordinate, whose mass >= ||v||_2).
   std::uint32_t lo = 0, hi = detail::float_bits(std::numeric_limits<float>::max());
@@ -452,14 +518,7 @@ void quantize_deterministic(const ExecSpace& exec, const VView& v, std::uint64_t
   }
   const float t = detail::bits_float(lo);
   // Mass strictly above t, then the number of ties at t needed to reach norm.
-  double above = 0.0;
-  Kokkos::parallel_reduce(
-      "qsgd::quantize[deterministic]::above", range_t(exec, 0, n),
-      KOKKOS_LAMBDA(std::uint64_t i, double& acc) {
-        const float a = detail::abs_f(v(i));
-        if (a > t) acc += a;
-      },
-      above);
+  const double above = mass(t, true);
   std::uint64_t ties_needed = 0;
   if (norm > 0.0 && above < norm && t > 0.0f) {
     double need = (norm - above) / static_cast<double>(t);
