@@ -8,7 +8,8 @@
 # them it says so and runs shared memory only), plus PyTorch DDP (fp32, fp16
 # hook, PowerSGD hook) on the same links; then the summary table and plots.
 # The accuracy column uses the first 2000 test images (16 steps are not a
-# training result; benchmarks/scaling/time-to-accuracy is). About 6 minutes.
+# training result; benchmarks/scaling/time-to-accuracy is). About 5 minutes
+# once built (4 min 48 s for results/reference/sweep).
 # Arguments go to the sweep (benchmarks/scaling/qsgd-sweep --help).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

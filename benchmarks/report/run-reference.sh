@@ -10,10 +10,15 @@
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
 #                     links, both transports, and PyTorch's gloo allreduce (~10 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
-#     sweep           the main job's default sweep (cmake/run-main.sh) (~6 min)
+#     sweep           the main job's default sweep (cmake/run-main.sh) (~5 min)
+#     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
+#                     (models/bench/compare_mlp_step.sh) (~2 min)
+#     algorithms      the theory experiments of docs/algorithms.md (run_experiments.sh) (~2 min)
+#     accuracy        accuracy parity on Fashion-MNIST, K = 4, fp32 against 8-, 4- and 2-bit
+#                     QSGD, MLP and CNN (accuracy-experiment.sh) (~1 h; timings not reported)
 #     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
-#   (default: all but tta)
+#   (default: all but tta and accuracy)
 # Needs root (network namespaces), the release build and PyTorch
 # (cmake/install-deps.sh --python --torch). Run on an otherwise idle machine:
 # the numbers are timings.
@@ -25,13 +30,14 @@ bin="$root/build/release/benchmarks"
 net="$root/benchmarks/scaling/netlab.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
 tables=("$@")
-[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep)
+[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep mlp-step algorithms)
 
-fresh() {  # fresh NAME: an empty folder for one table, with its command recorded
+fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
   mkdir -p "$ref/$1"
   echo "benchmarks/report/run-reference.sh $1  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD)" \
     > "$ref/$1/COMMAND"
+  benchmarks/report/machine-info > "$ref/$1/machine.json"
 }
 
 ceiling_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ceiling"]["GBps"])' "$1"; }
@@ -77,6 +83,15 @@ for t in "${tables[@]}"; do
     sweep)
       fresh "$t"
       cmake/run-main.sh --out "$ref/$t" ;;
+    mlp-step)
+      fresh "$t"
+      QSGD_BENCH_OUT="$ref/$t" models/bench/compare_mlp_step.sh | tee "$ref/$t/compare.txt" ;;
+    algorithms)
+      fresh "$t"
+      benchmarks/algorithms/run_experiments.sh "$ref/$t" ;;
+    accuracy)
+      fresh "$t"
+      benchmarks/scaling/accuracy-experiment.sh "$ref/$t" ;;
     tta)
       mkdir -p "$ref/$t"
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp --peer-seeds 1 ;;
