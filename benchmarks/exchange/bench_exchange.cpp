@@ -543,6 +543,13 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard guard(argc, argv);
     const Options o = parse(argc, argv);
     const auto comm = qsgd::comm::Communicator::world();
+    // The Communicator set MPI_ERRORS_RETURN on the world communicator. This
+    // program's own calls on it (timing reductions, the link ceiling, the
+    // error check) are not checked one by one, so MPI's fatal handler goes
+    // back on: a failure there still ends the job. The exchanges run on
+    // their own duplicates (OwnedComm), which keep MPI_ERRORS_RETURN and the
+    // suite's checks and watched waits.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     const int K = comm.size(), me = comm.rank();
     const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
     const double ceiling = ring_ceiling(comm, ceiling_bytes);

@@ -78,6 +78,9 @@ evaluation:
 output:
   --trace FILE.h5  --flush-every STEPS (20)  --checkpoint FILE  --checkpoint-every STEPS
   --resume  --hash-every STEPS  --eval-limit N  --quiet  --label TEXT
+faults:
+  --peer-timeout S  a wait with no progress for S seconds ends the job with exit code 7: a peer
+                    died or hangs (QSGD_PEER_TIMEOUT, else 30; 0 = no limit)
 )";
 }
 
@@ -163,6 +166,10 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--eval-limit") o.eval_limit = to_uint(a, val());
     else if (a == "--quiet") o.quiet = true;
     else if (a == "--label") o.label = val();
+    else if (a == "--peer-timeout") {
+      o.peer_timeout = to_double(a, val());
+      if (!(o.peer_timeout >= 0)) bad("--peer-timeout must be >= 0 seconds (0 = no limit)");
+    }
     else if (a == "-h" || a == "--help") throw std::invalid_argument("help");
     else bad("unknown option '" + a + "' (qsgd-train --help lists them)");
   }

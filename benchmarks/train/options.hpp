@@ -56,6 +56,10 @@ struct Options {
   std::size_t eval_limit = 0;         // test samples per evaluation; 0 = all
   bool quiet = false;
   std::string label;                  // free text recorded in the trace
+  // Faults: seconds a wait may see no progress before the job ends with exit
+  // code 7 (a peer died); < 0: QSGD_PEER_TIMEOUT, else 30; 0: no limit. Not
+  // in to_json(): it changes no result, and a resumed run may use another.
+  double peer_timeout = -1;
 
   comm::ExchangeConfig exchange_config() const;
   std::string describe() const;       // one line

@@ -6,6 +6,12 @@
 // timed on every rank and written, raw, to an HDF5 trace (docs/traces.md has
 // every definition: exposed communication is time blocked in MPI waits,
 // hidden communication is network time under other work).
+//
+// MPI faults: every MPI call's result is checked, and the trainer's own
+// collectives (step record gather, evaluation and epoch reductions, barriers)
+// are non-blocking ones completed by a watched wait (Communicator::collective),
+// as the exchanges' are: a peer that dies or hangs ends the job with one line
+// and exit code 7 within the peer timeout (--peer-timeout; docs/exchange.md).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -49,6 +55,16 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Exit codes of the trainer's own checks; the exchange's (2, 3, 4) and MPI
+// faults' (7) are in qsgd/comm/communicator.hpp.
+constexpr int exit_replicas_diverged = 5;
+constexpr int exit_loss_not_finite = 6;
+
+// One of the trainer's MPI operations, as MPI errors and the watchdog name it:
+// "<what> of qsgd-train at step S".
+qc::MpiSite at(const char* what, std::uint64_t step) { return {what, "qsgd-train", static_cast<std::int64_t>(step)}; }
+qc::MpiSite at(const char* what) { return {what, "qsgd-train"}; }
 
 struct Data {
   qm::LabeledDataset train, test;
@@ -112,10 +128,10 @@ std::string iso_date() {
   return buf;
 }
 
-std::string mpi_library_version() {
+std::string mpi_library_version(const qc::Communicator& comm) {
   char v[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
-  MPI_Get_library_version(v, &len);
+  comm.check(MPI_Get_library_version(v, &len), "MPI_Get_library_version", at("provenance"));
   std::string s(v, static_cast<std::size_t>(len));
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
@@ -125,7 +141,9 @@ std::string host_names(const qc::Communicator& comm) {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   std::vector<char> all(256 * static_cast<std::size_t>(comm.size()));
-  MPI_Allgather(name, 256, MPI_CHAR, all.data(), 256, MPI_CHAR, comm.mpi());
+  comm.collective("MPI_Iallgather", at("host name allgather"), [&](MPI_Request* r) {
+    return MPI_Iallgather(name, 256, MPI_CHAR, all.data(), 256, MPI_CHAR, comm.mpi(), r);
+  });
   std::string out = "[";
   for (int r = 0; r < comm.size(); ++r) out += std::string(r ? "," : "") + "\"" + std::string(&all[256 * r]) + "\"";
   return out + "]";
@@ -133,7 +151,7 @@ std::string host_names(const qc::Communicator& comm) {
 
 // Test-set loss and accuracy: each rank evaluates its shard, sums are reduced.
 std::pair<double, double> evaluate(qm::Model& model, const Data& data, const qc::Communicator& comm,
-                                   std::size_t batch, std::size_t limit) {
+                                   std::size_t batch, std::size_t limit, std::uint64_t step) {
   qsgd::prof::Scope range("train/evaluate");
   const std::size_t n = limit ? std::min(limit, data.test_size()) : data.test_size();
   const auto shard = qm::shard_range(n, comm.rank(), comm.size(), qm::ShardPolicy::balanced);
@@ -149,11 +167,15 @@ std::pair<double, double> evaluate(qm::Model& model, const Data& data, const qc:
     sums[1] += static_cast<double>(model.stats().correct);
     sums[2] += static_cast<double>(model.stats().rows);
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm.mpi());
+  comm.collective("MPI_Iallreduce", at("evaluation sums allreduce", step), [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm.mpi(), r);
+  });
   return {sums[2] > 0 ? sums[0] / sums[2] : 0.0, sums[2] > 0 ? sums[1] / sums[2] : 0.0};
 }
 
-int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
+int run(const qsgd::train::Options& o, const qc::Communicator& world) {
+  // The peer timeout of every wait, the exchanges' included (they copy it).
+  const qc::Communicator comm = o.peer_timeout >= 0 ? world.with_peer_timeout(o.peer_timeout) : world;
   const int rank = comm.rank(), K = comm.size();
   const bool interactive = !o.quiet && rank == 0 && isatty(fileno(stderr));
   Data data = load_data(o);
@@ -224,7 +246,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
     for (const auto& [k, v] : qsgd::bench::provenance()) a[k] = v;
     a["config"] = cfg_json;
     a["describe"] = o.describe();
-    a["mpi_version"] = mpi_library_version();
+    a["mpi_version"] = mpi_library_version(comm);
     a["hdf5_version"] = qsgd::trace::hdf5_version();
     a["cuda_version"] = qsgd::bench::cuda_version();
     a["hosts"] = hosts;
@@ -276,7 +298,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
       st.momentum.assign(hm.data(), hm.data() + P);
       qsgd::train::save_checkpoint(o.checkpoint, st);
     }
-    comm.barrier();
+    comm.barrier(at("checkpoint barrier", step));
   };
 
   // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
@@ -287,7 +309,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   auto check_replicas = [&]() {
     const std::uint64_t h = params_hash(*model);
     const std::string bad = comm.mismatch(h, "model parameters", "parameter hash after step " + std::to_string(step));
-    if (!bad.empty()) comm.abort(5, "replicas diverged: " + bad, true);
+    if (!bad.empty()) comm.abort(exit_replicas_diverged, "replicas diverged: " + bad, true);
   };
 
   if (rank == 0 && !o.quiet)
@@ -358,8 +380,11 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
     }
     rec.update = seconds_since(t0);
     rec.step_time = seconds_since(t_step);
-    if (!std::isfinite(rec.loss)) comm.abort(6, "loss is not finite at step " + std::to_string(step), true);
-    MPI_Gather(&rec, sizeof rec, MPI_BYTE, all.data(), sizeof rec, MPI_BYTE, 0, comm.mpi());
+    if (!std::isfinite(rec.loss))
+      comm.abort(exit_loss_not_finite, "loss is not finite at step " + std::to_string(step), true);
+    comm.collective("MPI_Igather", at("step record gather", step), [&](MPI_Request* r) {
+      return MPI_Igather(&rec, sizeof rec, MPI_BYTE, all.data(), sizeof rec, MPI_BYTE, 0, comm.mpi(), r);
+    });
     if (trace) trace->add_step(all);
   };
 
@@ -369,8 +394,10 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   bool reached = false;
   auto eval_now = [&](std::uint64_t epoch) {
     double tt = train_time;
-    MPI_Allreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, comm.mpi());
-    const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit);
+    comm.collective("MPI_Iallreduce", at("training time allreduce", step), [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, comm.mpi(), r);
+    });
+    const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit, step);
     if (trace)
       trace->add_eval({static_cast<std::int64_t>(step), static_cast<std::int32_t>(epoch), tt, test_loss, test_acc});
     last_eval_step = static_cast<std::int64_t>(step);
@@ -381,7 +408,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
   for (std::uint64_t epoch = start_epoch; epoch < o.epochs && !reached; ++epoch) {
     qsgd::prof::Scope epoch_range("train/epoch");
     sampler.set_epoch(epoch);
-    comm.barrier();
+    comm.barrier(at("epoch start barrier", step));
     double epoch_time = 0;  // steps only: evaluations inside the epoch are excluded
     double loss_sum = 0;
     std::size_t loss_n = 0;
@@ -409,13 +436,17 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
       else if (trace && step % o.flush_every == 0)
         trace->flush();
       if (crash_after && step == crash_after) {  // test hook: die like a killed job
-        comm.barrier();
+        comm.barrier(at("barrier before the test crash", step));
         std::raise(SIGKILL);
       }
     }
-    MPI_Allreduce(MPI_IN_PLACE, &epoch_time, 1, MPI_DOUBLE, MPI_MAX, comm.mpi());
+    comm.collective("MPI_Iallreduce", at("epoch time allreduce", step), [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, &epoch_time, 1, MPI_DOUBLE, MPI_MAX, comm.mpi(), r);
+    });
     double mean_loss[2] = {loss_sum, static_cast<double>(loss_n)};
-    MPI_Allreduce(MPI_IN_PLACE, mean_loss, 2, MPI_DOUBLE, MPI_SUM, comm.mpi());
+    comm.collective("MPI_Iallreduce", at("epoch loss allreduce", step), [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, mean_loss, 2, MPI_DOUBLE, MPI_SUM, comm.mpi(), r);
+    });
     if (last_eval_step != static_cast<std::int64_t>(step)) last_eval = eval_now(epoch);
     const auto [test_loss, test_acc] = last_eval;
     if (trace) {
@@ -449,33 +480,40 @@ int run(const qsgd::train::Options& o, const qc::Communicator& comm) {
 
 }  // namespace
 
+// Kokkos, options, the run, and what their errors become (exit 1 or 2).
+int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  try {
+    const auto opts = qsgd::train::parse(argc, argv);
+    return run(opts, comm);
+  } catch (const std::invalid_argument& e) {
+    if (std::string(e.what()) == "help") {
+      if (comm.rank() == 0) std::cout << qsgd::train::usage();
+      return 0;
+    }
+    if (comm.rank() == 0) std::cerr << "qsgd-train: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "qsgd-train: rank " << comm.rank() << ": error: " << e.what() << "\n";
+    if (comm.size() > 1) MPI_Abort(comm.mpi(), 1);
+    return 1;
+  }
+}
+
 int main(int argc, char** argv) {
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the bucketer's progress thread polls the network
-  // while this thread computes (--progress thread).
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  // while this thread computes (--progress thread). Until a Communicator sets
+  // MPI_ERRORS_RETURN, MPI's default handler ends the job on a failure.
+  qc::check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", MPI_COMM_WORLD,
+                at("startup"));
   int rc = 0;
-  {
-    Kokkos::ScopeGuard guard(argc, argv);
-    const qc::Communicator comm = qc::Communicator::world();
-    try {
-      const auto opts = qsgd::train::parse(argc, argv);
-      rc = run(opts, comm);
-    } catch (const std::invalid_argument& e) {
-      if (std::string(e.what()) == "help") {
-        if (comm.rank() == 0) std::cout << qsgd::train::usage();
-      } else if (comm.rank() == 0) {
-        std::cerr << "qsgd-train: error: " << e.what() << "\n";
-        rc = 2;
-      } else {
-        rc = 2;
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "qsgd-train: rank " << comm.rank() << ": error: " << e.what() << "\n";
-      if (comm.size() > 1) MPI_Abort(comm.mpi(), 1);
-      rc = 1;
-    }
+  try {
+    rc = guarded_run(argc, argv, qc::Communicator::world());
+  } catch (const qsgd::Error& e) {  // Communicator::world(): a bad QSGD_PEER_TIMEOUT, the same on every rank
+    std::cerr << "qsgd-train: error: " << e.what() << "\n";
+    rc = 2;
   }
-  MPI_Finalize();
+  qc::check_mpi(MPI_Finalize(), "MPI_Finalize", MPI_COMM_WORLD, at("shutdown"));
   return rc;
 }

@@ -103,7 +103,10 @@ class Allreduce final : public ExchangeBase<E> {
       return;
     }
     const auto t1 = Clock::now();
-    MPI_Iallreduce(MPI_IN_PLACE, ptr, count, MPI_FLOAT, MPI_SUM, op.comm.get(), this->new_request(op));
+    this->check(op,
+                MPI_Iallreduce(MPI_IN_PLACE, ptr, count, MPI_FLOAT, MPI_SUM, op.comm.get(),
+                               this->new_request(op, "library allreduce")),
+                "MPI_Iallreduce", "library allreduce");
     op.stats.comm_s += seconds_since(t1);
   }
 

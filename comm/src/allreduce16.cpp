@@ -114,13 +114,15 @@ class Allreduce16 final : public ExchangeBase<E> {
  public:
   Allreduce16(const ExchangeConfig& cfg, const Communicator& comm, const E& exec)
       : B(cfg, comm, exec), half_(this->codec_.config().codec == CodecKind::fp16) {
-    if (!comm.is_serial()) MPI_Op_create(half_ ? &sum16<true> : &sum16<false>, 1, &sum_);
+    if (!comm.is_serial())
+      comm.check(MPI_Op_create(half_ ? &sum16<true> : &sum16<false>, 1, &sum_), "MPI_Op_create",
+                 {"sum operator", "allreduce16"});
   }
   ~Allreduce16() override {
     if (sum_ == MPI_OP_NULL) return;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Op_free(&sum_);
+    if (!finalized) this->comm_.check(MPI_Op_free(&sum_), "MPI_Op_free", {"sum operator", "allreduce16"});
   }
 
  protected:
@@ -160,7 +162,10 @@ class Allreduce16 final : public ExchangeBase<E> {
       return;
     }
     t0 = Clock::now();
-    MPI_Iallreduce(MPI_IN_PLACE, op.send.mpi(), count, MPI_UINT16_T, sum_, op.comm.get(), this->new_request(op));
+    this->check(op,
+                MPI_Iallreduce(MPI_IN_PLACE, op.send.mpi(), count, MPI_UINT16_T, sum_, op.comm.get(),
+                               this->new_request(op, "library allreduce")),
+                "MPI_Iallreduce", "library allreduce");
     op.stats.comm_s += seconds_since(t0);
   }
 

@@ -40,7 +40,7 @@ Bucketer<E>::Bucketer(Exchange<E>& compressed, Exchange<E>& dense, const Buckete
   const Communicator& comm = compressed.communicator();
   if (cfg.progress_thread && !comm.is_serial() && comm.size() > 1) {
     int level = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&level);
+    comm.check(MPI_Query_thread(&level), "MPI_Query_thread", {"progress thread setup", "bucketer"});
     if (level != MPI_THREAD_MULTIPLE)
       throw Error(Errc::invalid_argument,
                   "Bucketer: a progress thread needs MPI initialized with MPI_THREAD_MULTIPLE (MPI_Init_thread)");

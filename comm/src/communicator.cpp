@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support()
@@ -15,6 +16,42 @@
 
 namespace qsgd::comm {
 namespace {
+
+// QSGD_PEER_TIMEOUT: seconds (a non-negative number; 0 = no limit).
+double peer_timeout_from_env() {
+  const char* e = std::getenv("QSGD_PEER_TIMEOUT");
+  if (e == nullptr || *e == '\0') return default_peer_timeout_s;
+  char* end = nullptr;
+  const double s = std::strtod(e, &end);
+  if (*end != '\0' || !(s >= 0))
+    throw Error(Errc::invalid_argument,
+                std::string("QSGD_PEER_TIMEOUT='") + e + "': expected seconds (a number >= 0; 0 = no limit)");
+  return s;
+}
+
+// This process's rank in `comm` for a failure's message, or -1 where MPI
+// cannot say (not initialized, finalized, no communicator).
+int rank_for_message(MPI_Comm comm) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int r = -1;
+  if (initialized && !finalized && comm != MPI_COMM_NULL && MPI_Comm_rank(comm, &r) != MPI_SUCCESS) r = -1;
+  return r;
+}
+
+// Prints "qsgd: rank R: <what>" and ends the job with exit_mpi_error. Not
+// Communicator::abort: no barrier, and the rank comes from `comm` itself.
+[[noreturn]] void end_job(MPI_Comm comm, const std::string& what) {
+  const int r = rank_for_message(comm);
+  if (r >= 0)
+    std::fprintf(stderr, "qsgd: rank %d: %s\n", r, what.c_str());
+  else
+    std::fprintf(stderr, "qsgd: %s\n", what.c_str());
+  std::fflush(stderr);
+  if (r >= 0) MPI_Abort(comm, exit_mpi_error);
+  std::exit(exit_mpi_error);
+}
 
 bool query_gpu_aware() {
   if (const char* e = std::getenv("QSGD_MPI_GPU_AWARE"); e != nullptr && *e != '\0') return e[0] == '1';
@@ -27,42 +64,101 @@ bool query_gpu_aware() {
 
 }  // namespace
 
+std::string to_string(const MpiSite& site) {
+  std::string s = site.what;
+  if (site.owner != nullptr) s += std::string(" of ") + site.owner;
+  if (site.step >= 0) s += " at step " + std::to_string(site.step);
+  if (site.tensor >= 0) s += std::string(site.step >= 0 ? ", " : " at ") + "tensor " + std::to_string(site.tensor);
+  return s;
+}
+
+void mpi_failed(int rc, const char* call, MPI_Comm comm, const MpiSite& site, const MPI_Status* statuses, int n) {
+  if (rc == MPI_ERR_IN_STATUS && statuses != nullptr) {  // name the request that failed, not the summary code
+    for (int i = 0; i < n; ++i) {
+      const int e = statuses[i].MPI_ERROR;
+      if (e != MPI_SUCCESS && e != MPI_ERR_PENDING) {
+        rc = e;
+        break;
+      }
+    }
+  }
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "MPI error code %d", rc);
+  end_job(comm, std::string("MPI error in ") + call + " on the " + to_string(site) + ": " + text);
+}
+
+void PeerWatch::expired() const {
+  char line[96];
+  std::snprintf(line, sizeof line, " for %.1f s (%s); a peer may have died (peer timeout %g s)",
+                std::chrono::duration<double>(Clock::now() - last_).count(), call_, limit_s_);
+  end_job(comm_, "no progress on the " + to_string(site_) + line);
+}
+
+void wait_all(int n, MPI_Request* reqs, MPI_Comm comm, double limit_s, const MpiSite& site) {
+  PeerWatch watch(limit_s, comm, site, "MPI_Testall");
+  // Statuses only to name a failed request; on the stack for the exchanges'
+  // few requests (no allocation per operation in steady state).
+  MPI_Status small[8];
+  std::vector<MPI_Status> large(n > 8 ? static_cast<std::size_t>(n) : 0);
+  MPI_Status* statuses = n > 8 ? large.data() : small;
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Testall(n, reqs, &done, statuses), "MPI_Testall", comm, site, statuses, n);
+    if (done) return;
+    watch.check();
+    std::this_thread::yield();  // as Open MPI's own blocking wait does with mpi_yield_when_idle
+  }
+}
+
 Communicator Communicator::world() { return Communicator(MPI_COMM_WORLD); }
 
 Communicator::Communicator(MPI_Comm comm) : comm_(comm), serial_(false) {
   int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized)
+  if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
     throw Error(Errc::invalid_argument,
                 "Communicator: MPI is not initialized (Communicator::serial() runs without MPI)");
   if (comm == MPI_COMM_NULL) throw Error(Errc::invalid_argument, "Communicator: MPI_COMM_NULL");
-  MPI_Comm_rank(comm, &rank_);
-  MPI_Comm_size(comm, &size_);
+  // Before this, a failure would end the job with the library's own message.
+  check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", {"communicator setup"});
+  check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", {"communicator setup"});
+  check(MPI_Comm_size(comm, &size_), "MPI_Comm_size", {"communicator setup"});
   gpu_aware_ = query_gpu_aware();
+  peer_timeout_ = peer_timeout_from_env();
 }
 
-std::vector<std::uint64_t> Communicator::allgather(std::uint64_t v) const {
+Communicator Communicator::with_peer_timeout(double seconds) const {
+  if (!(seconds >= 0)) throw Error(Errc::invalid_argument, "peer timeout must be >= 0 seconds (0 = no limit)");
+  Communicator c = *this;
+  c.peer_timeout_ = seconds;
+  return c;
+}
+
+std::vector<std::uint64_t> Communicator::allgather(std::uint64_t v, const MpiSite& site) const {
   if (serial_) return {v};
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
-  MPI_Allgather(&v, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_);
+  collective("MPI_Iallgather", site, [&](MPI_Request* r) {
+    return MPI_Iallgather(&v, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, r);
+  });
   return all;
 }
 
-void Communicator::barrier() const {
-  if (!serial_) MPI_Barrier(comm_);
+void Communicator::barrier(const MpiSite& site) const {
+  if (!serial_) collective("MPI_Ibarrier", site, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
 }
 
 void Communicator::abort(int code, const std::string& what, bool collective) const {
   std::fprintf(stderr, "qsgd: rank %d: %s\n", rank_, what.c_str());
   std::fflush(stderr);
   if (serial_) std::exit(code);
-  if (collective) MPI_Barrier(comm_);
+  if (collective) barrier({"barrier before the abort"});
   MPI_Abort(comm_, code);
   std::abort();  // MPI_Abort does not return
 }
 
 std::string Communicator::mismatch(std::uint64_t hash, const std::string& what, const std::string& description) const {
-  const std::vector<std::uint64_t> all = allgather(hash);
+  const std::string check_name = "consistency check of the " + what;
+  const std::vector<std::uint64_t> all = allgather(hash, {check_name.c_str()});
   bool same = true;
   for (std::uint64_t h : all) same = same && h == all[0];
   if (same) return {};
@@ -86,15 +182,21 @@ std::string Communicator::mismatch(std::uint64_t hash, const std::string& what, 
   return os.str();
 }
 
-OwnedComm::OwnedComm(const Communicator& parent) {
-  if (!parent.is_serial()) MPI_Comm_dup(parent.mpi(), &comm_);
+OwnedComm::OwnedComm(const Communicator& parent, const MpiSite& site) {
+  if (parent.is_serial()) return;
+  MPI_Request req = MPI_REQUEST_NULL;
+  parent.check(MPI_Comm_idup(parent.mpi(), &comm_, &req), "MPI_Comm_idup", site);
+  wait_all(1, &req, parent.mpi(), parent.peer_timeout(), site);
+  // A duplicate inherits its parent's handler; set it anyway, so that this
+  // holds whatever communicator the parent wraps.
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", comm_, site);
 }
 
 OwnedComm::~OwnedComm() {
   if (comm_ == MPI_COMM_NULL) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  if (!finalized) check_mpi(MPI_Comm_free(&comm_), "MPI_Comm_free", MPI_COMM_WORLD, {"communicator release"});
 }
 
 OwnedComm::OwnedComm(OwnedComm&& o) noexcept : comm_(o.comm_) { o.comm_ = MPI_COMM_NULL; }

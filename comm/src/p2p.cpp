@@ -3,6 +3,7 @@
 #include "detail/p2p.hpp"
 
 #include <climits>
+#include <thread>
 
 namespace qsgd::comm::detail {
 
@@ -24,6 +25,7 @@ void Schedule::reset_requests(MPI_Comm comm) {
   // Requests still in flight belong to an operation that failed under
   // ErrorPolicy::throw_error: they are abandoned, as the library transport's are.
   pending_ = 0;
+  completions_ = 0;
   free_.clear();
   for (std::uint32_t i = static_cast<std::uint32_t>(reqs_.size()); i-- > 0;) {
     reqs_[i] = MPI_REQUEST_NULL;
@@ -47,7 +49,7 @@ std::uint32_t Schedule::slot() {
 void Schedule::post_send(const void* buf, std::size_t bytes, int dest, int tag, std::uint64_t id) {
   const std::uint32_t s = slot();
   const auto t0 = Clock::now();
-  MPI_Isend(buf, as_int_bytes(bytes), MPI_BYTE, dest, tag, comm_, &reqs_[s]);
+  check_mpi(MPI_Isend(buf, as_int_bytes(bytes), MPI_BYTE, dest, tag, comm_, &reqs_[s]), "MPI_Isend", comm_, site_);
   times_->call += since(t0);
   ids_[s] = id;
   ++pending_;
@@ -56,7 +58,7 @@ void Schedule::post_send(const void* buf, std::size_t bytes, int dest, int tag, 
 void Schedule::post_recv(void* buf, std::size_t bytes, int source, int tag, std::uint64_t id) {
   const std::uint32_t s = slot();
   const auto t0 = Clock::now();
-  MPI_Irecv(buf, as_int_bytes(bytes), MPI_BYTE, source, tag, comm_, &reqs_[s]);
+  check_mpi(MPI_Irecv(buf, as_int_bytes(bytes), MPI_BYTE, source, tag, comm_, &reqs_[s]), "MPI_Irecv", comm_, site_);
   times_->call += since(t0);
   ids_[s] = id | recv_bit;
   ++pending_;
@@ -64,20 +66,31 @@ void Schedule::post_recv(void* buf, std::size_t bytes, int source, int tag, std:
 
 bool Schedule::advance(bool block, ScheduleTimes& t) {
   times_ = &t;
+  // A blocking advance tests in a loop instead of blocking in MPI_Waitsome:
+  // a dead peer's requests never complete and return no error (Open MPI 4.1
+  // over TCP or shared memory), and only a loop can notice that.
+  PeerWatch watch(block ? limit_s_ : 0, comm_, site_, "MPI_Testsome");
   while (!finished()) {
     if (pending_ == 0) throw std::logic_error("point-to-point schedule stalled: nothing in flight, not finished");
     int count = 0;
     const auto t0 = Clock::now();
     const int n = static_cast<int>(reqs_.size());
-    if (block) {
-      MPI_Waitsome(n, reqs_.data(), &count, index_.data(), status_.data());
-      t.blocked += since(t0);
-    } else {
-      MPI_Testsome(n, reqs_.data(), &count, index_.data(), status_.data());
-      t.call += since(t0);
-    }
+    const int rc = MPI_Testsome(n, reqs_.data(), &count, index_.data(), status_.data());
+    check_mpi(rc, "MPI_Testsome", comm_, site_, status_.data(), rc == MPI_ERR_IN_STATUS ? count : 0);
     if (count == MPI_UNDEFINED) throw std::logic_error("point-to-point schedule: no active request");
-    if (count == 0) return false;
+    if (count == 0) {
+      if (!block) {
+        t.call += since(t0);
+        return false;
+      }
+      watch.check();
+      std::this_thread::yield();  // as Open MPI's own blocking wait does with mpi_yield_when_idle
+      t.blocked += since(t0);
+      continue;
+    }
+    (block ? t.blocked : t.call) += since(t0);
+    watch.progress();
+    completions_ += static_cast<std::uint64_t>(count);
     for (int k = 0; k < count; ++k) {
       const auto s = static_cast<std::uint32_t>(index_[static_cast<std::size_t>(k)]);
       const std::uint64_t id = ids_[s];
@@ -85,7 +98,8 @@ bool Schedule::advance(bool block, ScheduleTimes& t) {
       free_.push_back(s);
       if (id & recv_bit) {
         int bytes = 0;
-        MPI_Get_count(&status_[static_cast<std::size_t>(k)], MPI_BYTE, &bytes);
+        check_mpi(MPI_Get_count(&status_[static_cast<std::size_t>(k)], MPI_BYTE, &bytes), "MPI_Get_count", comm_,
+                  site_);
         on_recv(id & ~recv_bit, static_cast<std::size_t>(bytes));
       } else {
         on_send(id);

@@ -65,6 +65,7 @@ class ParamServer final : public ExchangeBase<E> {
     } else {
       this->post_gatherv(op, op.send, static_cast<int>(words), op.recv, op.counts, op.displs, S);
       this->post_bcast(op, op.meta2_recv.data(), meta_words, S);
+      op.posted = "metadata gather, message gatherv and metadata broadcast";  // waited for together
       op.phase = 3;
     }
   }
@@ -108,6 +109,7 @@ class ParamServer final : public ExchangeBase<E> {
         std::copy(op.meta2_send.begin(), op.meta2_send.end(), op.meta2_recv.begin());
         this->post_bcast(op, op.meta2_recv.data(), meta_words, S);
         this->post_bcast(op, op.send2, static_cast<int>(words), S);
+        op.posted = "metadata and message broadcasts";
         op.phase = 5;
         return false;
       }

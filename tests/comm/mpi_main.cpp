@@ -8,6 +8,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 
+#include "qsgd/comm/communicator.hpp"
+
 namespace {
 
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
@@ -26,9 +28,10 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  using qsgd::comm::check_mpi;
+  check_mpi(MPI_Init(&argc, &argv), "MPI_Init", MPI_COMM_WORLD, {"test startup"});
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", MPI_COMM_WORLD, {"test startup"});
   ::testing::InitGoogleTest(&argc, argv);
   int result = 0;
   {
@@ -41,7 +44,8 @@ int main(int argc, char** argv) {
     result = RUN_ALL_TESTS();
   }
   int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
+  check_mpi(MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce", MPI_COMM_WORLD,
+            {"test result reduction"});
+  check_mpi(MPI_Finalize(), "MPI_Finalize", MPI_COMM_WORLD, {"test shutdown"});
   return worst;
 }

@@ -2,6 +2,8 @@
 // ranks. Every test is collective: local checks use EXPECT_* and never return
 // early before a collective.
 
+#include <cstdlib>
+
 #include "comm_test_util.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/float_codec.hpp"
@@ -500,6 +502,51 @@ TEST(Bucketer, PushInplaceEqualsPushBitwise) {
     for (std::size_t t = 0; t < sizes.size(); ++t)
       EXPECT_TRUE(same_bits(by_copy[t], in_place[t])) << qsgd::comm::to_string(k) << " tensor " << t;
   }
+}
+
+// MPI faults come back to the suite (docs/exchange.md, "MPI errors and dead
+// peers"): the wrapped communicator and every duplicate (what exchange
+// operations run on) return errors instead of ending the job with MPI's own
+// message, and an invalid call returns an error code. What the suite then
+// prints and its exit code are checked by comm.mpi_error.* (fault_job.cpp).
+TEST(MpiFaults, SuiteCommunicatorsReturnErrors) {
+  const Communicator comm = Communicator::world();
+  const qsgd::comm::OwnedComm dup(comm);
+  for (MPI_Comm c : {comm.mpi(), dup.get()}) {
+    MPI_Errhandler h = MPI_ERRHANDLER_NULL;
+    ASSERT_EQ(MPI_Comm_get_errhandler(c, &h), MPI_SUCCESS);
+    EXPECT_EQ(h, MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&h);
+    float x = 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int rc = MPI_Isend(&x, 1, MPI_FLOAT, comm.size(), 0, c, &req);  // rank K does not exist
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    EXPECT_EQ(cls, MPI_ERR_RANK) << "MPI_Isend to rank " << comm.size() << " returned " << rc;
+  }
+}
+
+// QSGD_PEER_TIMEOUT is read when a Communicator is made; a bad value is an
+// error naming the variable, not a silent default.
+TEST(MpiFaults, PeerTimeoutFromTheEnvironment) {
+  const char* old = std::getenv("QSGD_PEER_TIMEOUT");
+  const std::string saved = old ? old : "";
+  setenv("QSGD_PEER_TIMEOUT", "2.5", 1);
+  EXPECT_EQ(Communicator::world().peer_timeout(), 2.5);
+  setenv("QSGD_PEER_TIMEOUT", "0", 1);
+  EXPECT_EQ(Communicator::world().peer_timeout(), 0.0);
+  for (const char* bad : {"-1", "30s", "nan"}) {
+    setenv("QSGD_PEER_TIMEOUT", bad, 1);
+    try {
+      (void)Communicator::world();
+      ADD_FAILURE() << "QSGD_PEER_TIMEOUT=" << bad << " accepted";
+    } catch (const qsgd::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("QSGD_PEER_TIMEOUT"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("QSGD_PEER_TIMEOUT");
+  EXPECT_EQ(Communicator::world().peer_timeout(), qsgd::comm::default_peer_timeout_s);
+  if (old) setenv("QSGD_PEER_TIMEOUT", saved.c_str(), 1);
 }
 
 TEST(Bucketer, PlanMismatchNamesTheRanks) {

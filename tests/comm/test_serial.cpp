@@ -252,6 +252,26 @@ TEST(Serial, InvalidConfigurationThrows) {
   for (StrategyKind k : all_strategies) EXPECT_EQ(qsgd::comm::parse_strategy(qsgd::comm::to_string(k)), k);
 }
 
+// MPI errors and the watchdog name the operation this way (docs/exchange.md,
+// "MPI errors and dead peers"); the end-to-end tests match these strings.
+TEST(MpiFaults, SiteNamesOperationStepAndTensor) {
+  using qsgd::comm::MpiSite;
+  using qsgd::comm::to_string;
+  EXPECT_EQ(to_string(MpiSite{"ring allgather", "scatter-reduce", 3, 2}),
+            "ring allgather of scatter-reduce at step 3, tensor 2");
+  EXPECT_EQ(to_string(MpiSite{"step record gather", "qsgd-train", 12}), "step record gather of qsgd-train at step 12");
+  EXPECT_EQ(to_string(MpiSite{"barrier"}), "barrier");
+  EXPECT_EQ(to_string(MpiSite{"metadata gather", nullptr, -1, 4}), "metadata gather at tensor 4");
+}
+
+TEST(MpiFaults, PeerTimeoutDefaultsAndOverrides) {
+  const Communicator comm = Communicator::serial();
+  EXPECT_EQ(comm.peer_timeout(), qsgd::comm::default_peer_timeout_s);
+  EXPECT_EQ(comm.with_peer_timeout(2.5).peer_timeout(), 2.5);
+  EXPECT_EQ(comm.with_peer_timeout(0).peer_timeout(), 0.0);  // no limit
+  EXPECT_THROW(comm.with_peer_timeout(-1), qsgd::Error);
+}
+
 TEST(Bucketer, PlansBucketsWithFilterFusionAndAlignment) {
   const Communicator comm = Communicator::serial();
   auto cx = make_exchange(config(StrategyKind::allgather, codec(CodecKind::fixed)), comm);

@@ -279,6 +279,10 @@ AsyncResult run_async(const Problem& p, const AsyncConfig& cfg, const qsgd::comm
   const auto t0 = std::chrono::steady_clock::now();
   qsgd::comm::OwnedComm own(comm);
   const MPI_Comm c = own.get();
+  // The server and workers call MPI directly on `c` without checking each
+  // result: MPI's fatal handler (OwnedComm sets MPI_ERRORS_RETURN) makes any
+  // failure end the job.
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_ARE_FATAL);
   const int workers = comm.size() - 1;
   AsyncResult r;
   r.workers = workers;

@@ -2,7 +2,10 @@
 // Private machinery shared by the exchange strategies: operation slots, the
 // phase driver, MPI buffers with host staging, collective wrappers that
 // degrade to local copies on the serial communicator, timed encode/decode
-// with the error reporting of exchange.hpp.
+// with the error reporting of exchange.hpp. Every MPI call's result goes
+// through check() (check_mpi, naming the strategy, step and tensor), and every
+// wait is a test loop watched by a PeerWatch (communicator.hpp): a dead peer
+// ends the job with exit_mpi_error instead of leaving this rank blocked.
 
 #include <mpi.h>
 
@@ -126,6 +129,7 @@ struct Op {
 
   std::array<MPI_Request, 4> reqs{};
   int nreqs = 0;
+  const char* posted = "";  // what the phase's first request is for (MPI errors, watchdog)
 
   // Ring transport: the schedule in flight (one of the three), if any.
   RingReduce ring;
@@ -154,7 +158,12 @@ class ExchangeBase : public Exchange<ExecSpace> {
   using words_view = typename CodecT::words_view;
 
   ExchangeBase(const ExchangeConfig& cfg, const Communicator& comm, const ExecSpace& exec)
-      : cfg_(cfg), comm_(comm), exec_(exec), codec_(codec_for(cfg), exec), range_name_("comm/" + to_string(cfg.strategy)) {
+      : cfg_(cfg),
+        comm_(comm),
+        exec_(exec),
+        codec_(codec_for(cfg), exec),
+        name_(to_string(cfg.strategy)),
+        range_name_("comm/" + name_) {
     constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
     stage_moves_ = !comm.is_serial() && !host_ok && !comm.gpu_aware();
     // Reductions are always staged when MPI cannot apply the operator where
@@ -174,13 +183,18 @@ class ExchangeBase : public Exchange<ExecSpace> {
     while (slot < slots_.size() && slots_[slot]->active) ++slot;
     if (slot == slots_.size()) {
       slots_.push_back(std::make_unique<OpT>());
-      if (!comm_.is_serial()) slots_.back()->comm = OwnedComm(comm_);  // collective, same order on all ranks
+      if (!comm_.is_serial()) {  // collective, same order on all ranks
+        const MpiSite dup{"communicator duplicate", name_.c_str(), static_cast<std::int64_t>(step),
+                          static_cast<std::int64_t>(tensor)};
+        slots_.back()->comm = OwnedComm(comm_, dup);
+      }
     }
     OpT& op = *slots_[slot];
     op.active = true;
     op.finished = false;
     op.phase = 0;
     op.nreqs = 0;
+    op.posted = "";
     op.schedule = nullptr;
     op.on_wire = false;
     op.poll_error.clear();
@@ -240,8 +254,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
         op.stats.decode_s += t.reduce;
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
-        int done = 0;
-        MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
+        const bool done = test_requests(op);
         op.stats.comm_s += seconds_since(t0);
         if (done) {
           op.nreqs = 0;
@@ -295,6 +308,17 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   std::uint64_t max_words(std::uint64_t n) const { return codec_.max_message_bytes(n) / 8; }
+
+  // ---- MPI results and waits ------------------------------------------------
+
+  // What MPI errors and the watchdog name: "<what> of <strategy> at step S, tensor X".
+  MpiSite site(const OpT& op, const char* what) const {
+    return {what, name_.c_str(), static_cast<std::int64_t>(op.step), static_cast<std::int64_t>(op.tensor)};
+  }
+  // check_mpi for a call on the operation's communicator.
+  void check(const OpT& op, int rc, const char* call, const char* what) const {
+    check_mpi(rc, call, op.comm.get(), site(op, what));
+  }
 
   static int as_count(std::uint64_t words, const char* what) {
     if (words > static_cast<std::uint64_t>(INT_MAX))
@@ -453,8 +477,10 @@ class ExchangeBase : public Exchange<ExecSpace> {
 
   // ---- collectives (serial: local copies) ---------------------------------
 
-  MPI_Request* new_request(OpT& op) {
+  // The next request slot of the phase; `what` names the collective.
+  MPI_Request* new_request(OpT& op, const char* what) {
     open_wire(op);
+    if (op.nreqs == 0) op.posted = what;
     return &op.reqs.at(static_cast<std::size_t>(op.nreqs++));
   }
 
@@ -476,6 +502,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
   void start_schedule(OpT& op, Schedule& sched, Start&& start) {
     open_wire(op);
     ScheduleTimes t;
+    sched.watch(site(op, sched.name()), comm_.peer_timeout());
     start(t);
     op.stats.comm_s += t.call;
     op.schedule = &sched;
@@ -486,7 +513,9 @@ class ExchangeBase : public Exchange<ExecSpace> {
     if (local())
       std::copy(send, send + count, recv);
     else
-      MPI_Iallgather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(), new_request(op));
+      check(op, MPI_Iallgather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(),
+                               new_request(op, "metadata allgather")),
+            "MPI_Iallgather", "metadata allgather");
     op.stats.comm_s += seconds_since(t0);
   }
 
@@ -497,8 +526,10 @@ class ExchangeBase : public Exchange<ExecSpace> {
       Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
     } else {
       send.to_mpi(0, count);
-      MPI_Iallgatherv(send.mpi(), count, MPI_UINT64_T, recv.mpi(), counts.data(), displs.data(), MPI_UINT64_T,
-                      op.comm.get(), new_request(op));
+      check(op,
+            MPI_Iallgatherv(send.mpi(), count, MPI_UINT64_T, recv.mpi(), counts.data(), displs.data(), MPI_UINT64_T,
+                            op.comm.get(), new_request(op, "message allgatherv")),
+            "MPI_Iallgatherv", "message allgatherv");
     }
     op.stats.comm_s += seconds_since(t0);
   }
@@ -508,7 +539,9 @@ class ExchangeBase : public Exchange<ExecSpace> {
     if (local())
       std::copy(send, send + count, recv);
     else
-      MPI_Ialltoall(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(), new_request(op));
+      check(op, MPI_Ialltoall(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(),
+                              new_request(op, "metadata alltoall")),
+            "MPI_Ialltoall", "metadata alltoall");
     op.stats.comm_s += seconds_since(t0);
   }
 
@@ -521,8 +554,10 @@ class ExchangeBase : public Exchange<ExecSpace> {
     } else {
       const std::size_t total = static_cast<std::size_t>(sdispls.back()) + static_cast<std::size_t>(scounts.back());
       send.to_mpi(0, total);
-      MPI_Ialltoallv(send.mpi(), scounts.data(), sdispls.data(), MPI_UINT64_T, recv.mpi(), counts.data(), displs.data(),
-                     MPI_UINT64_T, op.comm.get(), new_request(op));
+      check(op,
+            MPI_Ialltoallv(send.mpi(), scounts.data(), sdispls.data(), MPI_UINT64_T, recv.mpi(), counts.data(),
+                           displs.data(), MPI_UINT64_T, op.comm.get(), new_request(op, "message alltoallv")),
+            "MPI_Ialltoallv", "message alltoallv");
     }
     op.stats.comm_s += seconds_since(t0);
   }
@@ -532,7 +567,9 @@ class ExchangeBase : public Exchange<ExecSpace> {
     if (local())
       std::copy(send, send + count, recv);
     else
-      MPI_Igather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+      check(op, MPI_Igather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, root, op.comm.get(),
+                            new_request(op, "metadata gather")),
+            "MPI_Igather", "metadata gather");
     op.stats.comm_s += seconds_since(t0);
   }
 
@@ -545,15 +582,20 @@ class ExchangeBase : public Exchange<ExecSpace> {
     } else {
       send.to_mpi(0, count);
       const bool at_root = rank() == root;
-      MPI_Igatherv(send.mpi(), count, MPI_UINT64_T, at_root ? recv.mpi() : nullptr, at_root ? counts.data() : nullptr,
-                   at_root ? displs.data() : nullptr, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+      check(op,
+            MPI_Igatherv(send.mpi(), count, MPI_UINT64_T, at_root ? recv.mpi() : nullptr,
+                         at_root ? counts.data() : nullptr, at_root ? displs.data() : nullptr, MPI_UINT64_T, root,
+                         op.comm.get(), new_request(op, "message gatherv")),
+            "MPI_Igatherv", "message gatherv");
     }
     op.stats.comm_s += seconds_since(t0);
   }
 
   void post_bcast(OpT& op, std::uint64_t* buf, int count, int root) {
     const auto t0 = Clock::now();
-    if (!local()) MPI_Ibcast(buf, count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+    if (!local())
+      check(op, MPI_Ibcast(buf, count, MPI_UINT64_T, root, op.comm.get(), new_request(op, "metadata broadcast")),
+            "MPI_Ibcast", "metadata broadcast");
     op.stats.comm_s += seconds_since(t0);
   }
 
@@ -561,7 +603,8 @@ class ExchangeBase : public Exchange<ExecSpace> {
     const auto t0 = Clock::now();
     if (!local()) {
       if (rank() == root) buf.to_mpi(0, count);
-      MPI_Ibcast(buf.mpi(), count, MPI_UINT64_T, root, op.comm.get(), new_request(op));
+      check(op, MPI_Ibcast(buf.mpi(), count, MPI_UINT64_T, root, op.comm.get(), new_request(op, "message broadcast")),
+            "MPI_Ibcast", "message broadcast");
     }
     op.stats.comm_s += seconds_since(t0);
   }
@@ -608,6 +651,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
   Communicator comm_;
   ExecSpace exec_;
   CodecT codec_;
+  std::string name_;  // the strategy's name, in error messages
   Quantized<memory_space> q_;
   bool stage_moves_ = false;
   bool stage_reductions_ = false;
@@ -636,7 +680,16 @@ class ExchangeBase : public Exchange<ExecSpace> {
         bool done = true;
         if (block && idle_) {
           ScheduleTimes mine;
-          const double waited = spin(op, [&] { return advance(op, false, mine); });
+          PeerWatch watch(comm_.peer_timeout(), op.comm.get(), site(op, op.schedule->name()), "MPI_Testsome");
+          std::uint64_t seen = op.schedule->completions();
+          const double waited = spin(op, watch, [&] {
+            const bool over = advance(op, false, mine);
+            if (!over && op.schedule->completions() != seen) {  // a segment or message arrived or left
+              seen = op.schedule->completions();
+              watch.progress();
+            }
+            return over;
+          });
           t.reduce = mine.reduce;
           t.blocked = std::max(0.0, waited - mine.reduce);
         } else {
@@ -651,17 +704,13 @@ class ExchangeBase : public Exchange<ExecSpace> {
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         if (block && idle_) {
-          op.stats.blocked_s += spin(op, [&] {
-            int done = 0;
-            MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
-            return done != 0;
-          });
+          PeerWatch watch(comm_.peer_timeout(), op.comm.get(), site(op, op.posted), "MPI_Testall");
+          op.stats.blocked_s += spin(op, watch, [&] { return test_requests(op); });
         } else if (block) {
-          MPI_Waitall(op.nreqs, op.reqs.data(), MPI_STATUSES_IGNORE);
+          wait_all(op.nreqs, op.reqs.data(), op.comm.get(), comm_.peer_timeout(), site(op, op.posted));
           op.stats.blocked_s += seconds_since(t0);
         } else {
-          int done = 0;
-          MPI_Testall(op.nreqs, op.reqs.data(), &done, MPI_STATUSES_IGNORE);
+          const bool done = test_requests(op);
           op.stats.comm_s += seconds_since(t0);
           if (!done) return false;
         }
@@ -685,16 +734,27 @@ class ExchangeBase : public Exchange<ExecSpace> {
     }
   }
 
+  // MPI_Testall of the phase's requests; true when all have completed.
+  bool test_requests(OpT& op) {
+    int done = 0;
+    std::array<MPI_Status, 4> st;
+    const int rc = MPI_Testall(op.nreqs, op.reqs.data(), &done, st.data());
+    check_mpi(rc, "MPI_Testall", op.comm.get(), site(op, op.posted), st.data(), op.nreqs);
+    return done != 0;
+  }
+
   // A blocking wait under a wait hook: `test()` (true once the op's network
   // side is done), the hook advancing the other operations (progress() and
-  // poll() skip this one), yield, until done. Returns the wall time less the
+  // poll() skip this one), yield, until done; `watch` ends the job when the
+  // op sees no progress for the peer timeout. Returns the wall time less the
   // kernels the hook ran; what the hook throws passes through unchanged.
   template <class Test>
-  double spin(OpT& op, Test&& test) {
+  double spin(OpT& op, const PeerWatch& watch, Test&& test) {
     const Waiting w(waiting_, op);
     const auto t0 = Clock::now();
     double kernels = 0;
     while (!test()) {
+      watch.check();
       kernels += idle_();
       std::this_thread::yield();
     }

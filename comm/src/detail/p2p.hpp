@@ -27,7 +27,9 @@
 // completion enables. Time inside a blocking wait is `blocked` time; the
 // rest of the MPI calls' time is `call` time; reductions are `reduce` time.
 // Each operation runs on its own communicator (exchange_base.hpp), so the
-// tags only have to be unique within a schedule.
+// tags only have to be unique within a schedule. Every MPI call's result goes
+// through check_mpi, and a blocking advance is a test loop watched by a
+// PeerWatch (communicator.hpp), both naming the operation set by watch().
 
 #include <mpi.h>
 
@@ -39,11 +41,13 @@
 #include <string>
 #include <vector>
 
+#include "qsgd/comm/communicator.hpp"
+
 namespace qsgd::comm::detail {
 
 // Times a schedule accumulates, in seconds.
 struct ScheduleTimes {
-  double blocked = 0;  // inside MPI_Waitsome: waiting for the network
+  double blocked = 0;  // in a blocking advance's test loop: waiting for the network
   double call = 0;     // inside the other MPI calls (posting, testing)
   double reduce = 0;   // applying the reduction to received segments
 };
@@ -52,9 +56,21 @@ struct ScheduleTimes {
 class Schedule {
  public:
   virtual ~Schedule() = default;
-  // Advances; with `block`, until the schedule is finished. True when finished.
+  // The operation this schedule runs for, named by MPI errors and by the
+  // watchdog, and the peer timeout of a blocking advance. Set before start().
+  void watch(const MpiSite& site, double limit_s) {
+    site_ = site;
+    limit_s_ = limit_s;
+  }
+  // "ring allreduce", "ring allgather", "pairwise exchange"
+  virtual const char* name() const = 0;
+  // Advances; with `block`, until the schedule is finished (a watched test
+  // loop: after the peer timeout without a completed request the job ends).
+  // True when finished.
   bool advance(bool block, ScheduleTimes& t);
   bool finished() const { return pending_ == 0 && done(); }
+  // Requests completed since start(): progress seen by a caller's own loop.
+  std::uint64_t completions() const { return completions_; }
 
  protected:
   using Clock = std::chrono::steady_clock;
@@ -70,8 +86,11 @@ class Schedule {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   ScheduleTimes* times_ = nullptr;  // valid inside advance() and the posting calls of start()
+  MpiSite site_;
 
  private:
+  double limit_s_ = 0;
+  std::uint64_t completions_ = 0;
   std::uint32_t slot();
   std::vector<MPI_Request> reqs_;
   std::vector<std::uint64_t> ids_;    // id of each slot's request; bit 63: receive
@@ -96,6 +115,7 @@ using FinishFn = void (*)(void* data, std::size_t count, float arg);
 // separate `own`, no copy into `buf` and no final pass over it are needed.
 class RingReduce final : public Schedule {
  public:
+  const char* name() const override { return "ring allreduce"; }
   // Posts the first segments. own and buf hold n elements of elem_size bytes.
   void start(MPI_Comm comm, int rank, int ranks, const void* own, void* buf, std::size_t n, std::size_t elem_size,
              ReduceFn fn, FinishFn finish, float finish_arg, std::size_t segment_bytes, std::size_t window,
@@ -133,6 +153,7 @@ class RingReduce final : public Schedule {
 // the received length (own: own_bytes).
 class RingAllgather final : public Schedule {
  public:
+  const char* name() const override { return "ring allgather"; }
   void start(MPI_Comm comm, int rank, int ranks, const void* own, std::size_t own_bytes, void* recv,
              const std::vector<std::size_t>& offsets, const std::vector<std::size_t>& caps, ScheduleTimes& t);
   const std::vector<std::size_t>& sizes() const { return sizes_; }
@@ -155,6 +176,7 @@ class RingAllgather final : public Schedule {
 // capacity caps_in[j]), for every j != rank. sizes()[j] is the received length.
 class PairwiseExchange final : public Schedule {
  public:
+  const char* name() const override { return "pairwise exchange"; }
   void start(MPI_Comm comm, int rank, int ranks, const void* send, const std::vector<std::size_t>& offsets_out,
              const std::vector<std::size_t>& bytes_out, void* recv, const std::vector<std::size_t>& offsets_in,
              const std::vector<std::size_t>& caps_in, ScheduleTimes& t);

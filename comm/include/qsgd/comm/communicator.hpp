@@ -7,9 +7,26 @@
 // programs built on it run without mpirun (ExaMiniMD's comm_serial). Every
 // exchange strategy runs on both: at one rank its collectives are local
 // copies.
+//
+// MPI faults (docs/exchange.md, "MPI errors and dead peers"). A Communicator
+// sets MPI_ERRORS_RETURN on the communicator it wraps, and so does every
+// duplicate the suite makes (OwnedComm), so that an MPI failure comes back to
+// the suite instead of ending the job with the library's own message. Two
+// rules, each in one place:
+//   check_mpi()  every MPI call's result: a failure prints one line naming
+//                the rank, the call, the operation (step and tensor where
+//                known) and MPI_Error_string, and ends the job with
+//                exit_mpi_error;
+//   PeerWatch    every wait is a test loop watched by it: a wait that sees
+//                no progress for the peer timeout (QSGD_PEER_TIMEOUT, 30 s
+//                by default) prints "no progress on ...; a peer may have
+//                died" and ends the job with exit_mpi_error. Open MPI 4.1
+//                over TCP or shared memory returns no error when a peer
+//                dies: its requests simply never complete.
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,9 +34,74 @@
 namespace qsgd::comm {
 
 // Exit codes of a job that qsgd ends (MPI_Abort, or std::exit when serial).
+// qsgd-train adds 5 (replicas diverged) and 6 (loss not finite).
 constexpr int exit_exchange_error = 2;   // bad input or use (non-finite gradient, size mismatch)
 constexpr int exit_corrupt_message = 3;  // a received message failed its checksum or validation
 constexpr int exit_config_mismatch = 4;  // ranks disagree on the exchange configuration or shapes
+constexpr int exit_mpi_error = 7;        // an MPI call failed, or a wait saw no progress for the
+                                         // peer timeout (a peer died or hangs)
+
+// Peer timeout when QSGD_PEER_TIMEOUT is not set, in seconds. It bounds one
+// wait, so it must exceed the longest legitimate one: a bucket's transfer on
+// the slowest link plus the longest skew between ranks (rank 0 writing a
+// checkpoint, a rank that loads its data later).
+constexpr double default_peer_timeout_s = 30.0;
+
+// What an MPI call was for, named in the line a failure prints. Pointers and
+// numbers only, so that making one costs nothing on the fast path; it is
+// formatted only when something failed. The pointed-to strings must outlive
+// the call, and the wait, that the site names.
+struct MpiSite {
+  const char* what = "";        // the operation: "ring allgather", "step record gather"
+  const char* owner = nullptr;  // whose: a strategy ("scatter-reduce"), a program ("qsgd-train")
+  std::int64_t step = -1;       // -1: not known
+  std::int64_t tensor = -1;     // -1: not known
+};
+// "ring allgather of scatter-reduce at step 3, tensor 2"
+std::string to_string(const MpiSite& site);
+
+// Prints "qsgd: rank R: MPI error in <call> on the <site>: <MPI_Error_string>"
+// on stderr and ends the job with exit_mpi_error (MPI_Abort on `comm`).
+// For MPI_ERR_IN_STATUS the first failed status of statuses[0, n) is named.
+[[noreturn]] void mpi_failed(int rc, const char* call, MPI_Comm comm, const MpiSite& site,
+                             const MPI_Status* statuses = nullptr, int n = 0);
+
+// The check every MPI call of the suite goes through. MPI errors always end
+// the job, whatever the exchange's ErrorPolicy: after a failed call the state
+// of the communicator and of its requests is undefined.
+inline void check_mpi(int rc, const char* call, MPI_Comm comm, const MpiSite& site,
+                      const MPI_Status* statuses = nullptr, int n = 0) {
+  if (rc != MPI_SUCCESS) mpi_failed(rc, call, comm, site, statuses, n);
+}
+
+// The watchdog of one wait. The wait tests its requests in a loop and calls
+// check() after every test that completed nothing; when `limit_s` seconds
+// have passed since the wait began or since the last progress() (a request of
+// the awaited operation completed), check() prints
+//   "qsgd: rank R: no progress on the <site> for T s (<call>); a peer may
+//    have died (peer timeout L s)"
+// and ends the job with exit_mpi_error. limit_s <= 0: never.
+class PeerWatch {
+ public:
+  PeerWatch(double limit_s, MPI_Comm comm, const MpiSite& site, const char* call)
+      : limit_s_(limit_s), comm_(comm), site_(site), call_(call), last_(Clock::now()) {}
+  void progress() { last_ = Clock::now(); }
+  void check() const {
+    if (limit_s_ > 0 && std::chrono::duration<double>(Clock::now() - last_).count() > limit_s_) expired();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  [[noreturn]] void expired() const;
+  double limit_s_;
+  MPI_Comm comm_;
+  MpiSite site_;
+  const char* call_;
+  Clock::time_point last_;
+};
+
+// Waits for reqs[0, n), watched: MPI_Testall and a yield of the core in a loop.
+void wait_all(int n, MPI_Request* reqs, MPI_Comm comm, double limit_s, const MpiSite& site);
 
 class Communicator {
  public:
@@ -41,9 +123,29 @@ class Communicator {
   // <mpi-ext.h>); false otherwise. QSGD_MPI_GPU_AWARE=0 or 1 overrides it.
   bool gpu_aware() const { return gpu_aware_; }
 
+  // Seconds a wait may see no progress before the job ends (PeerWatch);
+  // 0: no limit. QSGD_PEER_TIMEOUT, read when the Communicator is made, else
+  // default_peer_timeout_s. Exchanges made on this communicator use it too.
+  double peer_timeout() const { return peer_timeout_; }
+  // A copy with another peer timeout (seconds >= 0; 0: no limit).
+  Communicator with_peer_timeout(double seconds) const;
+
+  // check_mpi() for a call made on this communicator.
+  void check(int rc, const char* call, const MpiSite& site) const { check_mpi(rc, call, comm_, site); }
+  // A non-blocking collective on this communicator, completed by a watched
+  // wait: `post(MPI_Request*)` posts it and returns the MPI call's result.
+  // The suite's blocking collectives are all made this way, so that a dead
+  // peer cannot leave a rank blocked inside MPI. Not for the serial stand-in.
+  template <class Post>
+  void collective(const char* call, const MpiSite& site, Post&& post) const {
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(post(&req), call, site);
+    wait_all(1, &req, comm_, peer_timeout_, site);
+  }
+
   // Collective. Every rank gets every rank's value (serial: {v}).
-  std::vector<std::uint64_t> allgather(std::uint64_t v) const;
-  void barrier() const;
+  std::vector<std::uint64_t> allgather(std::uint64_t v, const MpiSite& site = {"allgather"}) const;
+  void barrier(const MpiSite& site = {"barrier"}) const;
 
   // Prints "qsgd: rank R: <what>" on stderr and ends the job with `code`:
   // MPI_Abort(comm, code) under MPI, std::exit(code) when serial. With
@@ -66,16 +168,18 @@ class Communicator {
   int size_ = 1;
   bool serial_ = true;
   bool gpu_aware_ = false;
+  double peer_timeout_ = default_peer_timeout_s;
 };
 
-// A private duplicate of a communicator, freed on destruction (serial: no-op).
-// Each in-flight exchange operation uses its own, so that non-blocking
-// collectives of different operations never have to be posted in the same
-// order on every rank. Destroy before MPI_Finalize.
+// A private duplicate of a communicator, freed on destruction (serial: no-op),
+// with MPI_ERRORS_RETURN set. Each in-flight exchange operation uses its own,
+// so that non-blocking collectives of different operations never have to be
+// posted in the same order on every rank. Destroy before MPI_Finalize.
 class OwnedComm {
  public:
   OwnedComm() = default;
-  explicit OwnedComm(const Communicator& parent);  // collective (MPI_Comm_dup)
+  // Collective (MPI_Comm_idup and a watched wait); `site` names it in errors.
+  explicit OwnedComm(const Communicator& parent, const MpiSite& site = {"communicator duplicate"});
   ~OwnedComm();
   OwnedComm(OwnedComm&& o) noexcept;
   OwnedComm& operator=(OwnedComm&& o) noexcept;

@@ -24,7 +24,11 @@
 //   "qsgd: rank R: corrupt message from rank S at step T, tensor X: ..." and
 //   exit code 3 (MPI_Abort), never a crash or a silent wrong sum;
 // - at construction a hash of the configuration is compared across ranks; a
-//   mismatch names the ranks and ends the job with exit code 4.
+//   mismatch names the ranks and ends the job with exit code 4;
+// - an MPI call that fails, or a wait that sees no progress for the peer
+//   timeout (a peer died), ends the job with one line naming the rank, the
+//   operation, step and tensor, and exit code 7 (communicator.hpp); no rank
+//   stays blocked inside MPI.
 //
 // Non-blocking use and progress: start() does the local encoding and posts
 // the first non-blocking collective; the rest happens inside test(),
@@ -74,7 +78,8 @@ std::string to_string(Transport t);                // "ring", "library"
 Transport parse_transport(const std::string& name);  // throws qsgd::Error(invalid_argument)
 
 // What an exchange does when it meets an error (corrupt message, non-finite
-// gradient, ranks that disagree on sizes).
+// gradient, ranks that disagree on sizes). MPI errors and dead peers always
+// end the job (exit code 7), whatever the policy.
 enum class ErrorPolicy : std::uint8_t {
   automatic,    // abort under MPI, throw when serial
   abort,        // print one line naming rank, step and tensor; MPI_Abort / std::exit
@@ -130,7 +135,8 @@ std::string describe(const ExchangeConfig& cfg);
 //   8-byte size words. Formulas per strategy: docs/exchange.md.
 //
 // Times (docs/traces.md has how the trainer combines them):
-//   blocked_s: inside blocking MPI waits, i.e. waiting for the network. Only
+//   blocked_s: inside wait()'s waits for MPI requests (a test loop watched
+//     for dead peers, communicator.hpp), i.e. waiting for the network. Only
 //     wait() blocks, so this is the operation's exposed communication. It is
 //     exactly 0 when nothing is communicated (one rank). With a wait hook
 //     (set_wait_idle), wait() spins instead of blocking: its wall time, less
