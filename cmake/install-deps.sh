@@ -11,6 +11,8 @@
 #                                    their services are not started
 #   cmake/install-deps.sh --nsys     also Nsight Systems 2022.4 (non-free), for
 #                                    profiles/nsys and the `nsys` tests
+#   cmake/install-deps.sh --fuzz     also clang 15, libFuzzer and the LLVM 15
+#                                    symbolizer, for the fuzz preset (fuzz/README.md)
 set -euo pipefail
 
 want_python=0
@@ -18,6 +20,7 @@ want_torch=0
 want_cuda=0
 want_slurm=0
 want_nsys=0
+want_fuzz=0
 for arg in "$@"; do
   case "$arg" in
     --python) want_python=1 ;;
@@ -25,7 +28,8 @@ for arg in "$@"; do
     --cuda) want_cuda=1 ;;
     --slurm) want_slurm=1 ;;
     --nsys) want_nsys=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --fuzz) want_fuzz=1 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +56,12 @@ if [ "$want_slurm" = 1 ]; then
 fi
 if [ "$want_nsys" = 1 ]; then
   pkgs+=(nsight-systems)
+fi
+if [ "$want_fuzz" = 1 ]; then
+  # Debian 12's default clang is 14; the fuzz preset names clang-15, whose
+  # libFuzzer runtime is a package of its own; llvm-15 has the symbolizer
+  # that turns sanitizer reports into file:line.
+  pkgs+=(clang-15 libfuzzer-15-dev llvm-15)
 fi
 
 missing=()
