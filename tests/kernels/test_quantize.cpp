@@ -628,12 +628,17 @@ double fixed_order_model(const std::vector<double>& t) {
   return level.empty() ? 0.0 : level[0];
 }
 
+struct ViewTerm {
+  Kokkos::View<double*, Mem> d;
+  KOKKOS_INLINE_FUNCTION double operator()(std::uint64_t i) const { return d(i); }
+};
+
 double fixed_order_kernel(const std::vector<double>& t) {
   Kokkos::View<double*, Mem> d("test::terms", std::max<std::size_t>(1, t.size()));
   Kokkos::deep_copy(Kokkos::subview(d, std::make_pair<std::size_t, std::size_t>(0, t.size())),
                     Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(t.data(), t.size()));
   Kokkos::View<double*, Mem> work;
-  return qsgd::detail::fixed_order_sum(Exec(), t.size(), KOKKOS_LAMBDA(std::uint64_t i) { return d(i); }, work);
+  return qsgd::detail::fixed_order_sum(Exec(), t.size(), ViewTerm{d}, work);
 }
 
 TEST(Deterministic, MassesAreSummedInTheDocumentedFixedOrder) {

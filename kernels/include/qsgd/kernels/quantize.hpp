@@ -462,6 +462,19 @@ double fixed_order_sum(const ExecSpace& exec, std::uint64_t n, const Term& term,
   exec.fence();
   return result;
 }
+// |v_i| when it is >= t (> t when strict), else 0: a term of the
+// deterministic quantizer's masses (a named functor: it is captured by the
+// kernels of fixed_order_sum on every backend).
+template <class VView>
+struct MassTerm {
+  VView v;
+  float t;
+  bool strict;
+  KOKKOS_INLINE_FUNCTION double operator()(std::uint64_t i) const {
+    const float a = abs_f(v(i));
+    return (strict ? a > t : a >= t) ? static_cast<double>(a) : 0.0;
+  }
+};
 }  // namespace detail
 
 /*
@@ -498,13 +511,7 @@ void quantize_deterministic(const ExecSpace& exec, const VView& v, std::uint64_t
   Kokkos::View<double*, typename ExecSpace::memory_space> work;
   // Mass of the coordinates with |v_i| >= t (or > t when strict).
   auto mass = [&](float t, bool strict) {
-    return detail::fixed_order_sum(
-        exec, n,
-        KOKKOS_LAMBDA(std::uint64_t i) {
-          const float a = detail::abs_f(v(i));
-          return (strict ? a > t : a >= t) ? static_cast<double>(a) : 0.0;
-        },
-        work);
+    return detail::fixed_order_sum(exec, n, detail::MassTerm<VView>{v, t, strict}, work);
   };
   auto mass_at_least = [&](std::uint32_t tbits) { return mass(detail::bits_float(tbits), false); };
   // Non-negative floats order like their bit patterns. lo satisfies the
