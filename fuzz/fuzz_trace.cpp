@@ -123,6 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // opened, on every path (LeakSanitizer cannot tell: HDF5's own leaks on
   // corrupt files are suppressed, fuzz/lsan.supp).
   const ssize_t still_open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
-  QSGD_FUZZ_CHECK(still_open == 0, "trace.handles-closed", still_open << " HDF5 objects are still open after the input");
+  QSGD_FUZZ_CHECK(still_open == 0, "trace.handles-closed",
+                  still_open << " HDF5 objects are still open after the input");
   return 0;
 }
