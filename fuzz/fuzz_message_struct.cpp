@@ -119,7 +119,7 @@ void apply(const Mutation& m, std::vector<std::uint64_t>& w, std::size_t& bytes)
         const std::size_t k = m.value % (sizeof interesting_f32 / sizeof interesting_f32[0] + 1);
         const float f = k < sizeof interesting_f32 / sizeof interesting_f32[0]
                             ? interesting_f32[k]
-                            : float_of(static_cast<std::uint32_t>(m.value >> 8));
+                            : qsgd::detail::bits_float(static_cast<std::uint32_t>(m.value >> 8));
         put(w, lay.scales_word * 8 + 4 * b, f);
       }
       return;

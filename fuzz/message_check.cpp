@@ -120,11 +120,11 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
     QSGD_FUZZ_CHECK(std::isfinite(v), "message.values-finite",
                     "decode(values) left element " << i << " as " << v << " (" << qsgd::describe(hx) << ")");
     QSGD_FUZZ_CHECK(
-        host.acc[i] == v && (v == 0.0f || bits_of(host.acc[i]) == bits_of(v)), "message.accumulate-agrees",
+        host.acc[i] == v && (v == 0.0f || qsgd::detail::float_bits(host.acc[i]) == qsgd::detail::float_bits(v)), "message.accumulate-agrees",
         "element " << i << ": decode gives " << v << ", decode_accumulate into 0 with weight 1 gives " << host.acc[i]);
   }
   for (std::size_t g = 0; g < guard_cells; ++g) {
-    QSGD_FUZZ_CHECK(bits_of(host.values[n + g]) == sentinel_bits && bits_of(host.acc[n + g]) == sentinel_bits,
+    QSGD_FUZZ_CHECK(qsgd::detail::float_bits(host.values[n + g]) == sentinel_bits && qsgd::detail::float_bits(host.acc[n + g]) == sentinel_bits,
                     "message.writes-in-bounds", "a decoder wrote past n = " << n << " (cell n + " << g << ")");
   }
   if (quantized) {
@@ -137,7 +137,7 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
       // coordinates are +0 whatever their bucket's scale (a scale of -0 is
       // valid), coded ones l * (scale / s).
       const float want = qsgd::detail::LevelUnit(host.scales[i / d], hx.s).value(l);
-      QSGD_FUZZ_CHECK(l == 0 ? want == host.values[i] : bits_of(want) == bits_of(host.values[i]),
+      QSGD_FUZZ_CHECK(l == 0 ? want == host.values[i] : qsgd::detail::float_bits(want) == qsgd::detail::float_bits(host.values[i]),
                       "message.levels-match-values",
                       "element " << i << ": level " << l << " and scale " << host.scales[i / d] << " give " << want
                                  << " but decode(values) gave " << host.values[i] << " (" << qsgd::describe(hx)
@@ -157,12 +157,12 @@ Decoded MessageChecker::decode_all(const Words& msg, std::size_t bytes, const qs
   r.o[api_validate] = attempt(api_validate, [&] { return codec_.validate_message(msg, bytes, expect); });
 
   Values out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fuzz::values"), n + guard_cells);
-  for (std::size_t i = 0; i < out.extent(0); ++i) out(i) = float_of(sentinel_bits);
+  for (std::size_t i = 0; i < out.extent(0); ++i) out(i) = qsgd::detail::bits_float(sentinel_bits);
   r.o[api_values] = attempt(api_values, [&] { return codec_.decode(msg, bytes, out, expect); });
   r.values.assign(out.data(), out.data() + out.extent(0));
 
   Values acc(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fuzz::acc"), n + guard_cells);
-  for (std::size_t i = 0; i < acc.extent(0); ++i) acc(i) = i < n ? 0.0f : float_of(sentinel_bits);
+  for (std::size_t i = 0; i < acc.extent(0); ++i) acc(i) = i < n ? 0.0f : qsgd::detail::bits_float(sentinel_bits);
   r.o[api_accumulate] =
       attempt(api_accumulate, [&] { return codec_.decode_accumulate(msg, bytes, 1.0f, acc, expect); });
   r.acc.assign(acc.data(), acc.data() + acc.extent(0));

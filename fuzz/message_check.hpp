@@ -59,16 +59,6 @@ inline void init_kokkos() {
   if (!Kokkos::is_initialized()) Kokkos::initialize();
 }
 
-inline std::uint32_t bits_of(float f) {
-  std::uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-inline float float_of(std::uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
 
 // docs/reliability.md: the largest n a header may claim in a message of
 // `bytes` bytes whatever Expect says: fixed-width and float codes exactly
