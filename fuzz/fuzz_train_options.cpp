@@ -139,10 +139,10 @@ int check_integers(const std::vector<std::string>& args, const Options& o) {
     if (!given || s_from_bits) continue;
     std::uint64_t v = 0;
     const Int r = read_uint(*given, v);
-    QSGD_FUZZ_CHECK_OPEN(r != Int::negative, "options.negative-accepted",
-                         f.option << " '" << *given << "' was accepted as " << f.get(o));
+    QSGD_FUZZ_CHECK(r != Int::negative, "options.negative-accepted",
+                    f.option << " '" << *given << "' was accepted as " << f.get(o));
     QSGD_FUZZ_CHECK(r == Int::ok, "options.int-value", f.option << " '" << *given << "' was accepted");
-    QSGD_FUZZ_CHECK_OPEN(
+    QSGD_FUZZ_CHECK(
         v <= f.max, "options.int-truncated",
         f.option << " " << v << " was accepted as " << f.get(o) << " (the field holds at most " << f.max << ")");
     QSGD_FUZZ_CHECK(f.get(o) == v, "options.int-value", f.option << " " << v << " was stored as " << f.get(o));
@@ -187,6 +187,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::string json = o.to_json();
   std::string why;
-  QSGD_FUZZ_CHECK_OPEN(JsonCheck::valid(json, why), "options.json", "to_json() is not JSON (" << why << "): " << json);
+  QSGD_FUZZ_CHECK(JsonCheck::valid(json, why), "options.json", "to_json() is not JSON (" << why << "): " << json);
   return 0;
 }

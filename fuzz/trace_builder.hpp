@@ -109,7 +109,10 @@ class TraceBuilder {
   static bool build(ByteReader& in, const std::string& path, int ranks) {
     const hsize_t rows = in.u8() % 65, nb = in.u8() % 33, evals = in.u8() % 17, epochs = in.u8() % 17;
     const std::uint8_t left_out = in.u8();
-    H file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    // With the writer's user block, for the checksum block the caller seals.
+    H fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    if (fcpl.id < 0 || H5Pset_userblock(fcpl.id, qsgd::trace::checksum_block_bytes) < 0) return false;
+    H file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id, H5P_DEFAULT), H5Fclose);
     if (file.id < 0) return false;
     if (!attribute(file.id, "ranks", in, ranks) ||
         !attribute(file.id, "schema_version", in, qsgd::trace::schema_version))

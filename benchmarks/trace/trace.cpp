@@ -5,8 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "qsgd/kernels/crc32c.hpp"
 
 namespace qsgd::trace {
 namespace {
@@ -95,6 +100,18 @@ hsize_t extent_of(hid_t group, const std::string& name, hsize_t limit, const std
   return static_cast<hsize_t>(count);
 }
 
+// Memory is bounded by the file, not by what its dataspaces claim: `rows`
+// rows of at least `bytes_each` bytes (as the writer stores them, contiguous
+// and uncompressed) must fit in the file's `file_bytes`. A chunked dataset
+// that was never written claims rows it does not store.
+void within_file(hsize_t rows, hsize_t bytes_each, unsigned long long file_bytes, const std::string& table,
+                 const std::string& path) {
+  if (rows > file_bytes / bytes_each)
+    fail(path + ": " + table + " claims " + std::to_string(rows) + " rows of at least " +
+         std::to_string(bytes_each) + " bytes each, more than its " + std::to_string(file_bytes) +
+         " bytes can hold");
+}
+
 // Step fields: name, units, description, member.
 struct DoubleField {
   const char* name;
@@ -123,7 +140,70 @@ bool exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
+// The checksum block: magic (16 bytes), the file's size (u64), the CRC32C of
+// bytes [checksum_block_bytes, size) (u32), zeros to checksum_block_bytes.
+constexpr char seal_magic[16] = {'Q', 'S', 'G', 'D', '-', 'T', 'R', 'A', 'C', 'E', '-', 'C', 'R', 'C', '3', '2'};
+
+struct File {
+  std::FILE* f;
+  explicit File(std::FILE* p) : f(p) {}
+  ~File() {
+    if (f) std::fclose(f);
+  }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+};
+
+// CRC32C of the file from checksum_block_bytes to its end, read in 1 MiB
+// pieces; `size` gets the file's size.
+std::uint32_t crc_after_block(std::FILE* f, const std::string& path, std::uint64_t& size) {
+  if (std::fseek(f, static_cast<long>(checksum_block_bytes), SEEK_SET) != 0) fail("cannot seek in " + path);
+  std::vector<unsigned char> buf(1 << 20);
+  std::uint32_t crc = 0xFFFFFFFFu;
+  size = checksum_block_bytes;
+  for (;;) {
+    const std::size_t got = std::fread(buf.data(), 1, buf.size(), f);
+    crc = qsgd::detail::crc32c_host(crc, buf.data(), got);
+    size += got;
+    if (got < buf.size()) break;
+  }
+  if (std::ferror(f)) fail("reading " + path + " failed");
+  return ~crc;
+}
+
 }  // namespace
+
+void seal(const std::string& path) {
+  File file(std::fopen(path.c_str(), "r+b"));
+  if (!file.f) fail("cannot open " + path + " to seal it");
+  std::uint64_t size = 0;
+  const std::uint32_t crc = crc_after_block(file.f, path, size);
+  unsigned char block[checksum_block_bytes] = {};
+  std::memcpy(block, seal_magic, sizeof seal_magic);
+  std::memcpy(block + 16, &size, 8);
+  std::memcpy(block + 24, &crc, 4);
+  if (std::fseek(file.f, 0, SEEK_SET) != 0 || std::fwrite(block, 1, sizeof block, file.f) != sizeof block ||
+      std::fflush(file.f) != 0 || ::fsync(fileno(file.f)) != 0)
+    fail("writing the checksum block of " + path + " failed");
+}
+
+void verify_seal(const std::string& path) {
+  File file(std::fopen(path.c_str(), "rb"));
+  if (!file.f) fail("cannot open " + path);
+  unsigned char block[checksum_block_bytes];
+  if (std::fread(block, 1, sizeof block, file.f) != sizeof block || std::memcmp(block, seal_magic, 16) != 0)
+    fail(path + " has no checksum block: it is not a trace this program wrote, or its first " +
+         std::to_string(checksum_block_bytes) + " bytes are damaged");
+  std::uint64_t stored_size = 0, size = 0;
+  std::uint32_t stored_crc = 0;
+  std::memcpy(&stored_size, block + 16, 8);
+  std::memcpy(&stored_crc, block + 24, 4);
+  const std::uint32_t crc = crc_after_block(file.f, path, size);
+  if (size != stored_size)
+    fail(path + " is " + std::to_string(size) + " bytes, its checksum block says " + std::to_string(stored_size) +
+         " (truncated or appended to)");
+  if (crc != stored_crc) fail(path + " fails its checksum (damaged since it was written)");
+}
 
 std::string hdf5_version() {
   unsigned maj = 0, min = 0, rel = 0;
@@ -131,12 +211,12 @@ std::string hdf5_version() {
   return std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel);
 }
 
-TraceWriter::TraceWriter(std::string path, int ranks, Attributes attrs, bool resume)
+TraceWriter::TraceWriter(std::string path, int ranks, Attributes attrs, bool resume, Check check)
     : path_(std::move(path)), ranks_(ranks), attrs_(std::move(attrs)) {
   if (ranks_ < 1) fail("rank count must be positive");
   if (exists(path_)) {
     if (!resume) fail(path_ + " exists; traces are never overwritten (choose another output or resume the run)");
-    load();
+    load(check);
   }
 }
 
@@ -222,7 +302,9 @@ void write_evals(hid_t file, const std::vector<EvalRecord>& evals) {
 void TraceWriter::flush() {
   const std::string tmp = path_ + ".tmp";
   {
-    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "cannot create " + tmp);
+    Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "file creation properties");
+    if (H5Pset_userblock(fcpl.id, checksum_block_bytes) < 0) fail("cannot reserve the checksum block");
+    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.id, H5P_DEFAULT), H5Fclose, "cannot create " + tmp);
     write_int_attr(file.id, "schema_version", schema_version);
     write_int_attr(file.id, "ranks", ranks_);
     for (const auto& [k, v] : attrs_) write_string_attr(file.id, k, v);
@@ -272,15 +354,23 @@ void TraceWriter::flush() {
     write_dataset(epochs.id, "test_accuracy", acc, ne, 0, "1", "fraction of the test set classified correctly");
     if (H5Fflush(file.id, H5F_SCOPE_GLOBAL) < 0) fail("flushing " + tmp);
   }
+  seal(tmp);
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp + " to " + path_);
 }
 
-void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned long long cols) {
+void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned long long cols,
+                               unsigned long long file_bytes) {
   Handle g(H5Gopen2(file, "buckets", H5P_DEFAULT), H5Gclose, path_ + " has no /buckets group");
   const auto counts = read_dataset<std::int32_t>(g.id, "count", rows * cols);
   int nb = 0;
-  for (std::int32_t c : counts) nb = std::max(nb, std::min(c, max_buckets));
+  for (std::int32_t c : counts) {
+    if (c < 0) fail(path_ + ": /buckets/count holds a negative bucket count (" + std::to_string(c) + ")");
+    nb = std::max(nb, std::min(c, max_buckets));
+  }
   const hsize_t total = rows * cols * static_cast<hsize_t>(nb);
+  if (3 * 8 * total > file_bytes)
+    fail(path_ + ": /buckets claims " + std::to_string(total) + " times per table, more than its " +
+         std::to_string(file_bytes) + " bytes can hold");
   const auto st = read_dataset<double>(g.id, "start", total);
   const auto po = read_dataset<double>(g.id, "posted", total);
   const auto dn = read_dataset<double>(g.id, "done", total);
@@ -297,9 +387,10 @@ void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned
     }
 }
 
-void TraceWriter::load_evals(long long file) {
+void TraceWriter::load_evals(long long file, unsigned long long file_bytes) {
   Handle g(H5Gopen2(file, "evals", H5P_DEFAULT), H5Gclose, path_ + " has no /evals group");
   const hsize_t n = extent_of(g.id, "step", max_trace_rows, path_);
+  within_file(n, 8 + 4 + 3 * 8, file_bytes, "/evals", path_);
   const auto step = read_dataset<std::int64_t>(g.id, "step", n);
   const auto epoch = read_dataset<std::int32_t>(g.id, "epoch", n);
   const auto tt = read_dataset<double>(g.id, "train_time", n);
@@ -309,7 +400,11 @@ void TraceWriter::load_evals(long long file) {
   for (hsize_t i = 0; i < n; ++i) evals_[i] = EvalRecord{step[i], epoch[i], tt[i], loss[i], acc[i]};
 }
 
-void TraceWriter::load() {
+void TraceWriter::load(Check check) {
+  if (check == Check::seal_and_structure) verify_seal(path_);
+  struct stat sb;
+  if (::stat(path_.c_str(), &sb) != 0) fail("cannot stat " + path_);
+  const auto file_bytes = static_cast<unsigned long long>(sb.st_size);
   Handle file(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "cannot open " + path_);
   long long ranks = 0;
   {
@@ -332,6 +427,9 @@ void TraceWriter::load() {
   if (rows * cols > max_trace_records)
     fail(path_ + ": " + std::to_string(rows) + " steps x " + std::to_string(cols) + " ranks exceed the reader's limit of " +
          std::to_string(max_trace_records) + " step records");
+  // What a row occupies in the file at least: per rank its step fields and
+  // wire bytes (8 bytes each) and its bucket count; the step and epoch.
+  within_file(rows, cols * ((std::size(step_fields) + 1) * 8 + 4) + 12, file_bytes, "/steps", path_);
   const auto ids = read_dataset<std::int64_t>(steps.id, "step", rows);
   const auto eps = read_dataset<std::int32_t>(steps.id, "epoch", rows);
   steps_.assign(rows, std::vector<StepRecord>(cols));
@@ -348,10 +446,11 @@ void TraceWriter::load() {
   const auto wire = read_dataset<std::uint64_t>(steps.id, "wire_bytes", rows * cols);
   for (hsize_t r = 0; r < rows; ++r)
     for (hsize_t c = 0; c < cols; ++c) steps_[r][c].wire_bytes = wire[r * cols + c];
-  load_buckets(file.id, rows, cols);
-  load_evals(file.id);
+  load_buckets(file.id, rows, cols, file_bytes);
+  load_evals(file.id, file_bytes);
   Handle epochs(H5Gopen2(file.id, "epochs", H5P_DEFAULT), H5Gclose, path_ + " has no /epochs group");
   const hsize_t ne = extent_of(epochs.id, "epoch", max_trace_rows, path_);
+  within_file(ne, 4 + 8 + 4 * 8, file_bytes, "/epochs", path_);
   const auto ep = read_dataset<std::int32_t>(epochs.id, "epoch", ne);
   const auto ns = read_dataset<std::int64_t>(epochs.id, "steps", ne);
   const auto et = read_dataset<double>(epochs.id, "epoch_time", ne);

@@ -8,6 +8,7 @@
 // leaves either the previous complete file or the new complete file, each
 // readable by h5dump and holding every step up to its flush.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -62,12 +63,32 @@ struct EpochRecord {
 // Text attributes of the root group: provenance and configuration.
 using Attributes = std::map<std::string, std::string>;
 
+// Every trace file starts with a user block of checksum_block_bytes that
+// HDF5 skips: a magic string, the file's size and the CRC32C of everything
+// after the block (docs/traces.md). The writer seals each file it writes;
+// a resume verifies the seal before HDF5 parses a byte of the file, so a
+// truncated, damaged or foreign file is refused with a message naming it
+// instead of reaching HDF5's parser (which crashes on some corrupt files).
+constexpr std::size_t checksum_block_bytes = 512;
+// Writes the checksum block of a file HDF5 created with a user block of
+// checksum_block_bytes (H5Pset_userblock), and syncs it to disk.
+void seal(const std::string& path);
+// Checks a file's checksum block against its content, reading it in pieces
+// of bounded size; throws std::runtime_error ("trace: ...") naming the file.
+void verify_seal(const std::string& path);
+
+// What a resume checks before loading: the seal, then the structure; or the
+// structure alone (tests and fuzzing of the reader behind the seal, which is
+// what a file forged with a valid seal reaches).
+enum class Check { seal_and_structure, structure_only };
+
 class TraceWriter {
  public:
   // Creates nothing on disk until the first flush. Refuses (qsgd-style
   // std::runtime_error naming the path) to overwrite an existing file unless
   // `resume` is set, in which case the records already in it are loaded.
-  TraceWriter(std::string path, int ranks, Attributes attrs, bool resume);
+  TraceWriter(std::string path, int ranks, Attributes attrs, bool resume,
+              Check check = Check::seal_and_structure);
 
   void add_step(const std::vector<StepRecord>& per_rank);  // one record per rank
   void add_epoch(const EpochRecord& e);
@@ -83,9 +104,10 @@ class TraceWriter {
   const std::string& path() const { return path_; }
 
  private:
-  void load();
-  void load_buckets(long long file, unsigned long long rows, unsigned long long cols);  // hid_t, hsize_t
-  void load_evals(long long file);
+  void load(Check check);
+  // hid_t, hsize_t; file_bytes: the file's size, which bounds what it can hold
+  void load_buckets(long long file, unsigned long long rows, unsigned long long cols, unsigned long long file_bytes);
+  void load_evals(long long file, unsigned long long file_bytes);
   std::string path_;
   int ranks_;
   Attributes attrs_;

@@ -51,12 +51,34 @@ void save_checkpoint(const std::string& path, const CheckpointState& st) {
 }
 
 CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n) {
-  std::ifstream in(path, std::ios::binary);
+  // Memory is bounded by the model, not by the file: the size a checkpoint
+  // of expect_n parameters has is checked before the body is read.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw std::runtime_error("checkpoint: cannot open " + path);
-  std::vector<unsigned char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::streamoff file_size = in.tellg();
+  in.seekg(0);
   const std::size_t head = 8 + 4 + 4 + 5 * 8;
-  if (b.size() < head + 4) throw std::runtime_error("checkpoint: " + path + " is truncated");
+  if (file_size < 0 || static_cast<std::uint64_t>(file_size) < head + 4)
+    throw std::runtime_error("checkpoint: " + path + " is truncated");
+  if (expect_n > (std::uint64_t(1) << 60)) throw std::logic_error("checkpoint: implausible parameter count");
+  const std::uint64_t size = static_cast<std::uint64_t>(file_size), want = head + 8 * expect_n + 4;
+  std::vector<unsigned char> b(head);
+  if (!in.read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(head)))
+    throw std::runtime_error("checkpoint: reading " + path + " failed");
   if (std::memcmp(b.data(), magic, 8) != 0) throw std::runtime_error("checkpoint: " + path + " is not a checkpoint");
+  if (size != want) {
+    std::uint64_t n;
+    std::memcpy(&n, b.data() + 16 + 32, 8);
+    if (n != expect_n)
+      throw std::runtime_error("checkpoint: " + path + " holds " + std::to_string(n) + " parameters, the model has " +
+                               std::to_string(expect_n) + " (or the file is corrupt)");
+    throw std::runtime_error("checkpoint: " + path + " has the wrong size (" + std::to_string(size) +
+                             " bytes; a checkpoint of " + std::to_string(expect_n) + " parameters has " +
+                             std::to_string(want) + ")");
+  }
+  b.resize(size);
+  if (!in.read(reinterpret_cast<char*>(b.data() + head), static_cast<std::streamsize>(size - head)))
+    throw std::runtime_error("checkpoint: reading " + path + " failed");
   std::uint32_t crc;
   std::memcpy(&crc, b.data() + b.size() - 4, 4);
   if (qsgd::detail::crc32c_bytes_host(b.data(), b.size() - 4) != crc)
@@ -77,11 +99,12 @@ CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_ha
   if (n != expect_n)
     throw std::runtime_error("checkpoint: " + path + " holds " + std::to_string(n) + " parameters, the model has " +
                              std::to_string(expect_n));
-  if (b.size() != head + 8 * n + 4) throw std::runtime_error("checkpoint: " + path + " has the wrong size");
   st.params.resize(n);
   st.momentum.resize(n);
-  std::memcpy(st.params.data(), b.data() + head, 4 * n);
-  std::memcpy(st.momentum.data(), b.data() + head + 4 * n, 4 * n);
+  if (n > 0) {  // an empty vector's data() may be null, which memcpy may not be given
+    std::memcpy(st.params.data(), b.data() + head, 4 * n);
+    std::memcpy(st.momentum.data(), b.data() + head + 4 * n, 4 * n);
+  }
   return st;
 }
 

@@ -1,5 +1,8 @@
 #include "options.hpp"
 
+#include <cctype>
+#include <cmath>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -8,18 +11,35 @@ namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
+// Decimal digits only: no sign, no white space (std::stoull would skip
+// leading blanks and negate a '-' after them), no wrap-around.
 std::uint64_t to_uint(const std::string& opt, const std::string& v) {
-  std::size_t pos = 0;
-  unsigned long long x = 0;
-  try {
-    x = std::stoull(v, &pos);
-  } catch (...) {
-    pos = 0;
+  std::uint64_t x = 0;
+  bool ok = !v.empty() && v.size() <= 20;
+  for (std::size_t i = 0; ok && i < v.size(); ++i) {
+    const char c = v[i];
+    if (c < '0' || c > '9') {
+      ok = false;
+      break;
+    }
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (x > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) ok = false;
+    x = x * 10 + digit;
   }
-  if (pos != v.size() || v.empty() || v[0] == '-') bad(opt + " expects a non-negative integer, got '" + v + "'");
+  if (!ok) bad(opt + " expects a non-negative integer, got '" + v + "'");
   return x;
 }
 
+// An option stored in 32 bits: a larger value is refused, not truncated.
+std::uint32_t to_uint32(const std::string& opt, const std::string& v) {
+  const std::uint64_t x = to_uint(opt, v);
+  if (x > std::numeric_limits<std::uint32_t>::max())
+    bad(opt + " must be at most " + std::to_string(std::numeric_limits<std::uint32_t>::max()) + ", got " + v);
+  return static_cast<std::uint32_t>(x);
+}
+
+// A finite number, nothing before or after it (std::stod would skip leading
+// blanks and accept "inf" and "nan").
 double to_double(const std::string& opt, const std::string& v) {
   std::size_t pos = 0;
   double x = 0;
@@ -28,7 +48,8 @@ double to_double(const std::string& opt, const std::string& v) {
   } catch (...) {
     pos = 0;
   }
-  if (pos != v.size() || v.empty() || !(x == x)) bad(opt + " expects a number, got '" + v + "'");
+  if (pos != v.size() || v.empty() || std::isspace(static_cast<unsigned char>(v[0])) || !std::isfinite(x))
+    bad(opt + " expects a finite number, got '" + v + "'");
   return x;
 }
 
@@ -41,11 +62,24 @@ std::vector<std::size_t> to_list(const std::string& opt, const std::string& v) {
   return out;
 }
 
+// A JSON string's contents: quotes, backslashes and control characters
+// escaped (bytes >= 0x80 pass through: labels and paths are UTF-8).
 std::string json_escape(const std::string& s) {
   std::string o;
+  o.reserve(s.size());
   for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      static const char hex[] = "0123456789abcdef";
+      o += "\\u00";
+      o += hex[u >> 4];
+      o += hex[u & 15];
+    } else {
+      o += c;
+    }
   }
   return o;
 }
@@ -134,17 +168,17 @@ Options parse_checked(int argc, char** argv) {
       o.naming = std::to_string(b) + "bit(wire,s=" + std::to_string(o.s) + ")";
       bits_given = true;
     } else if (a == "--s") {
-      o.s = static_cast<std::uint32_t>(to_uint(a, val()));
+      o.s = to_uint32(a, val());
       o.naming = "s=" + std::to_string(o.s);
       bits_given = true;
-    } else if (a == "--d") o.d = static_cast<std::uint32_t>(to_uint(a, val()));
+    } else if (a == "--d") o.d = to_uint32(a, val());
     else if (a == "--norm") o.norm = parse_norm(val());
     else if (a == "--fusion-mb") o.fusion_mb = to_uint(a, val());
     else if (a == "--layer-filter") o.layer_filter = to_uint(a, val());
     else if (a == "--no-overlap") o.overlap = false;
     else if (a == "--transport") o.transport = comm::parse_transport(val());
     else if (a == "--segment-kb") o.segment_kb = to_uint(a, val());
-    else if (a == "--window") o.window = static_cast<std::uint32_t>(to_uint(a, val()));
+    else if (a == "--window") o.window = to_uint32(a, val());
     else if (a == "--progress") {
       const std::string v = val();
       if (v != "thread" && v != "hooks") bad("--progress must be thread or hooks");
@@ -227,15 +261,15 @@ std::string Options::describe() const {
 
 std::string Options::to_json() const {
   std::ostringstream os;
-  os << "{\"model\":\"" << model << "\",\"mlp_widths\":[";
+  os << "{\"model\":\"" << json_escape(model) << "\",\"mlp_widths\":[";
   for (std::size_t i = 0; i < mlp_widths.size(); ++i) os << (i ? "," : "") << mlp_widths[i];
-  os << "],\"dataset\":\"" << dataset << "\",\"data_dir\":\"" << json_escape(data_dir) << "\""
+  os << "],\"dataset\":\"" << json_escape(dataset) << "\",\"data_dir\":\"" << json_escape(data_dir) << "\""
      << ",\"teacher_samples\":" << teacher_samples << ",\"lstm_hidden\":" << lstm_hidden << ",\"lstm_seq\":" << lstm_seq
      << ",\"batch_per_rank\":" << batch << ",\"epochs\":" << epochs << ",\"max_steps\":" << max_steps
      << ",\"lr\":" << lr << ",\"momentum\":" << momentum << ",\"weight_decay\":" << weight_decay
-     << ",\"warmup\":" << warmup << ",\"lr_decay\":\"" << lr_decay << "\",\"seed\":" << seed
-     << ",\"strategy\":\"" << strategy << "\",\"codec\":\"" << to_string(codec) << "\",\"s\":" << s
-     << ",\"d\":" << d << ",\"norm\":\"" << to_string(norm) << "\",\"naming\":\"" << naming << "\""
+     << ",\"warmup\":" << warmup << ",\"lr_decay\":\"" << json_escape(lr_decay) << "\",\"seed\":" << seed
+     << ",\"strategy\":\"" << json_escape(strategy) << "\",\"codec\":\"" << to_string(codec) << "\",\"s\":" << s
+     << ",\"d\":" << d << ",\"norm\":\"" << to_string(norm) << "\",\"naming\":\"" << json_escape(naming) << "\""
      << ",\"fusion_mb\":" << fusion_mb << ",\"layer_filter\":" << layer_filter
      << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"transport\":\"" << comm::to_string(transport)
      << "\",\"segment_kb\":" << segment_kb << ",\"window\":" << window

@@ -34,8 +34,9 @@ namespace {
 // convention), max norm, and the vector {FLT_MAX, 1, -2, 0}; every decoder
 // entry point accepts it and decode gives +inf at element 0
 // (tests/kernels/test_message.cpp holds accepted messages to finite values).
-// Found while reviewing the harness's clause, then checked with it. Open:
-// message.values-finite.
+// Found while reviewing the harness's clause, then checked with it. Fixed:
+// such buckets form the value in double (LevelUnit::via_double); test
+// QuantizedRoundTrip.ScaleAtFloatMaxDecodesToFiniteValues.
 std::vector<std::uint8_t> message_float_max_scale() {
   MessageRecipe r;
   r.codec = static_cast<std::uint8_t>(qsgd::CodecKind::fixed);
@@ -56,19 +57,20 @@ std::vector<std::uint8_t> message_float_max_scale() {
 // with json_escape (44-51), which escapes only '"' and '\\': a control
 // character in --label or --data-dir goes raw into the JSON that becomes the
 // trace's `config` attribute, and JSON readers (Python's json.loads) reject
-// it. Open: options.json.
+// it. Fixed: control characters are written as \u00XX.
 std::vector<std::uint8_t> options_label_control_char() { return join_args({"--label", "run\n1"}); }
 
 // The same clause: --lr inf (std::stod accepts it, and "inf > 0") is written
-// as the bare token inf, which is not JSON. Open: options.json.
+// as the bare token inf, which is not JSON. Fixed: real options must be
+// finite (tests/train/bad_input.sh).
 std::vector<std::uint8_t> options_lr_inf() { return join_args({"--lr", "inf"}); }
 
 // parse (benchmarks/train/options.cpp:137, 140, 147) reads --s, --d and
 // --window as 64-bit numbers and stores them with static_cast<uint32_t>: a
 // value of 2^32 or more is silently reduced modulo 2^32 instead of refused.
 // Found by the harness as --s 14021422214 kept as 1136520326; here
-// --s 4294967312 (2^32 + 16), which trains with s = 16. Open:
-// options.int-truncated.
+// --s 4294967312 (2^32 + 16), which trains with s = 16. Fixed: values
+// above 2^32 - 1 are refused (tests/train/bad_input.sh).
 std::vector<std::uint8_t> options_s_truncated() {
   return join_args({"--strategy", "allgather", "--codec", "fixed", "--s", "4294967312"});
 }
@@ -78,7 +80,8 @@ std::vector<std::uint8_t> options_s_truncated() {
 // accepts a minus sign, negating the result: --batch " -1" is accepted as a
 // batch of 2^64 - 1. The harness's check found it on this input, written from
 // reading the code (10 minutes of fuzzing did not produce the space-minus
-// prefix). Open: options.negative-accepted.
+// prefix). Fixed: integer options are decimal digits only
+// (tests/train/bad_input.sh).
 std::vector<std::uint8_t> options_negative_wraps() { return join_args({"--batch", " -1"}); }
 
 // load_checkpoint (benchmarks/train/checkpoint.cpp:83-84) copies the
@@ -86,7 +89,7 @@ std::vector<std::uint8_t> options_negative_wraps() { return join_args({"--batch"
 // n = 0 parameters data() is the null pointer of an empty vector, which
 // memcpy may not receive even for 0 bytes (UBSan reports it). The file:
 // checkpoint.hpp's layout with n = 0, and mode 0 (the harness expects the
-// hash and size the file states). Open: checkpoint.empty-state-memcpy.
+// hash and size the file states). Fixed.
 std::vector<std::uint8_t> checkpoint_empty_state() {
   ByteWriter w;
   w.bytes("QSGDCKPT", 8);
@@ -154,8 +157,9 @@ void int_attribute(hid_t file, const char* name, long long v) {
 // and then read three 2^27-double bucket tables (1 GiB each): about 7 GB
 // from a size field alone, against docs/reliability.md's rule that a reader
 // allocates in proportion to the bytes it was given or to a limit its caller
-// set. The harness stops it at its -rss_limit_mb / -malloc_limit_mb. Mode 1:
-// a run of 2 ranks. Open (no clause sidesteps it).
+// set. The harness stopped it at its -rss_limit_mb / -malloc_limit_mb. Mode 1:
+// a run of 2 ranks, read behind the checksum. Fixed: rows are bounded by
+// the file's size at the bytes each row occupies at least (within_file).
 std::vector<std::uint8_t> trace_claimed_steps() {
   const hsize_t rows = hsize_t(1) << 21, ranks = 2;
   std::vector<std::uint8_t> file = hdf5_bytes([&](hid_t f) {
@@ -194,8 +198,8 @@ std::vector<std::uint8_t> trace_claimed_steps() {
 // runtime_error naming the file, and only at the first flush after resuming.
 // Found by the structure-aware trace harness in a 15 s CI run; here a recipe
 // of 3 steps of 2 ranks with 2 buckets each, every dataset as the writer
-// writes it but /buckets/count, whose first value is -1 (raw values). Open:
-// trace.negative-bucket-count (the harness reports trace.flush).
+// writes it but /buckets/count, whose first value is -1 (raw values).
+// Fixed: the reader refuses a negative count, naming the file.
 std::vector<std::uint8_t> trace_negative_bucket_count() {
   ByteWriter w;
   w.u8(1);  // mode: a run of 2 ranks
@@ -214,7 +218,7 @@ std::vector<std::uint8_t> trace_negative_bucket_count() {
 // A 2-rank, 3-step trace written by TraceWriter, with the first message of
 // type `type` in the object header of `object` changed by `patch(file, at)`
 // (`at`: the message's data), behind the harness's mode byte (a run of 2
-// ranks). HDF5's version-1 object header: a 16-byte prefix (version 1,
+// ranks, read behind the checksum block, which the patch invalidates). HDF5's version-1 object header: a 16-byte prefix (version 1,
 // reserved, message count u16, reference count u32, size of the first chunk
 // u32, padding), then messages of type u16, size u16, flags and 3 reserved
 // bytes, and the data; a continuation message (0x10: address u64, length
@@ -248,13 +252,16 @@ std::vector<std::uint8_t> patched_trace(const char* object, std::uint16_t type, 
     std::fclose(in);
   }
   std::remove(path.c_str());
-  if (!found || info.addr + 16 > file.size() || file[info.addr] != 1) return {};
+  // Addresses are relative to the HDF5 data, which starts after the
+  // writer's checksum block (the user block).
+  const std::uint64_t base = qsgd::trace::checksum_block_bytes, header = info.addr + base;
+  if (!found || header + 16 > file.size() || file[header] != 1) return {};
   auto le = [&](std::size_t at, int bytes) {
     std::uint64_t v = 0;
     for (int k = bytes - 1; k >= 0; --k) v = v << 8 | file[at + k];
     return v;
   };
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> chunks = {{info.addr + 16, le(info.addr + 8, 4)}};
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> chunks = {{header + 16, le(header + 8, 4)}};
   for (std::size_t c = 0; c < chunks.size() && c < 16; ++c) {
     const std::uint64_t end = std::min<std::uint64_t>(chunks[c].first + chunks[c].second, file.size());
     for (std::uint64_t at = chunks[c].first; at + 8 <= end; at += 8 + le(at + 2, 2)) {
@@ -264,7 +271,7 @@ std::vector<std::uint8_t> patched_trace(const char* object, std::uint16_t type, 
         file.insert(file.begin(), std::uint8_t(1));
         return file;
       }
-      if (t == 0x10 && at + 24 <= end) chunks.emplace_back(le(at + 8, 8), le(at + 16, 8));
+      if (t == 0x10 && at + 24 <= end) chunks.emplace_back(le(at + 8, 8) + base, le(at + 16, 8));
     }
   }
   return {};
@@ -335,6 +342,15 @@ std::vector<std::uint8_t> trace_hdf5_attribute_segv() {
   });
 }
 
+// The same bytes read as qsgd-train --resume reads them (mode bit 4: the
+// checksum block verified first): the patched file fails its checksum and is
+// refused with a message naming it before HDF5 parses it. What HDF5's bugs
+// still reach is a file forged with a valid checksum block.
+std::vector<std::uint8_t> seal_checked(std::vector<std::uint8_t> input) {
+  if (!input.empty()) input[0] |= 16;
+  return input;
+}
+
 }  // namespace
 
 const std::vector<Regression>& regressions() {
@@ -350,6 +366,11 @@ const std::vector<Regression>& regressions() {
       {"trace-raw", "trace-hdf5-compact-segv", trace_hdf5_compact_segv},
       {"trace-raw", "trace-hdf5-continuation-alloc", trace_hdf5_continuation_alloc},
       {"trace-raw", "trace-hdf5-attribute-segv", trace_hdf5_attribute_segv},
+      {"trace-raw", "trace-hdf5-open-leak-checked", [] { return seal_checked(trace_hdf5_open_leak()); }},
+      {"trace-raw", "trace-hdf5-compact-segv-checked", [] { return seal_checked(trace_hdf5_compact_segv()); }},
+      {"trace-raw", "trace-hdf5-continuation-alloc-checked",
+       [] { return seal_checked(trace_hdf5_continuation_alloc()); }},
+      {"trace-raw", "trace-hdf5-attribute-segv-checked", [] { return seal_checked(trace_hdf5_attribute_segv()); }},
       {"message-struct", "message-float-max-scale", message_float_max_scale},
   };
   return all;

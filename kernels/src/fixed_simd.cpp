@@ -281,7 +281,7 @@ QSGD_AVX512 void decode_avx512(const std::uint64_t* payload, const float* scales
         unit = LevelUnit(scales[bk], s);
         cur = bk;
       }
-      if (unit.tiny) {
+      if (unit.via_double) {
         ok = decode_group_portable_mode(payload, scales, g, n, d, s, mode, weight, out, nb, words);
       } else {
         const __m512i bytes = unpack64<b>(payload + g * static_cast<std::uint64_t>(b), unpack_idx, keep, g * b + 8 <= words);

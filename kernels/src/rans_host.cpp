@@ -47,12 +47,12 @@ inline bool dec_step(std::uint32_t& x, const std::uint64_t* dec, std::uint32_t m
 }
 
 // The value of a level is LevelUnit::value: one float multiply, except for
-// buckets whose unit is tiny (Tiny = true: the double path).
-template <Sink M, bool Tiny>
+// buckets that take the double path (LevelUnit::via_double; Wide = true).
+template <Sink M, bool Wide>
 inline void deliver(std::uint64_t i, std::int32_t level, const LevelUnit& unit, float weight, float* out,
                     std::int32_t* levels_out) {
   if constexpr (M == Sink::values || M == Sink::accumulate) {
-    const float value = Tiny ? unit.value(level) : static_cast<float>(level) * unit.unit;
+    const float value = Wide ? unit.value(level) : static_cast<float>(level) * unit.unit;
     if constexpr (M == Sink::values) out[i] = value;
     if constexpr (M == Sink::accumulate) out[i] = out[i] + weight * value;
   }
@@ -61,7 +61,7 @@ inline void deliver(std::uint64_t i, std::int32_t level, const LevelUnit& unit, 
 }
 
 // Decodes coordinates [i, e) of one bucket; returns false on an over-read.
-template <Sink M, bool Tiny>
+template <Sink M, bool Wide>
 inline bool decode_segment(std::uint64_t& i, std::uint64_t e, std::uint64_t i0, std::uint32_t& x0, std::uint32_t& x1,
                            std::uint32_t& x2, std::uint32_t& x3, const std::uint64_t* dec, std::uint32_t mask,
                            std::uint32_t precision, const unsigned char* units, std::uint64_t& p, std::uint64_t pend,
@@ -74,10 +74,10 @@ inline bool decode_segment(std::uint64_t& i, std::uint64_t e, std::uint64_t i0, 
     if (!dec_step(x1, dec, mask, precision, units, p, pend, y1)) return false;
     if (!dec_step(x2, dec, mask, precision, units, p, pend, y2)) return false;
     if (!dec_step(x3, dec, mask, precision, units, p, pend, y3)) return false;
-    deliver<M, Tiny>(i, y0 - si, unit, weight, out, levels_out);
-    deliver<M, Tiny>(i + 1, y1 - si, unit, weight, out, levels_out);
-    deliver<M, Tiny>(i + 2, y2 - si, unit, weight, out, levels_out);
-    deliver<M, Tiny>(i + 3, y3 - si, unit, weight, out, levels_out);
+    deliver<M, Wide>(i, y0 - si, unit, weight, out, levels_out);
+    deliver<M, Wide>(i + 1, y1 - si, unit, weight, out, levels_out);
+    deliver<M, Wide>(i + 2, y2 - si, unit, weight, out, levels_out);
+    deliver<M, Wide>(i + 3, y3 - si, unit, weight, out, levels_out);
     i += 4;
   }
   // The rest of the segment one coordinate at a time.
@@ -86,7 +86,7 @@ inline bool decode_segment(std::uint64_t& i, std::uint64_t e, std::uint64_t i0, 
     std::uint32_t& xs = lane == 0 ? x0 : lane == 1 ? x1 : lane == 2 ? x2 : x3;
     std::int32_t y;
     if (!dec_step(xs, dec, mask, precision, units, p, pend, y)) return false;
-    deliver<M, Tiny>(i, y - si, unit, weight, out, levels_out);
+    deliver<M, Wide>(i, y - si, unit, weight, out, levels_out);
   }
   return true;
 }
@@ -109,7 +109,7 @@ bool decode_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pen
     const std::uint64_t b = i / d;
     const std::uint64_t e = std::min<std::uint64_t>((b + 1) * d, i1);
     const LevelUnit unit(scales[b], s);
-    const bool ok = unit.tiny ? decode_segment<M, true>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units, p, pend,
+    const bool ok = unit.via_double ? decode_segment<M, true>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units, p, pend,
                                                         si, unit, weight, out, levels_out)
                               : decode_segment<M, false>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units, p,
                                                          pend, si, unit, weight, out, levels_out);

@@ -3,7 +3,9 @@
 // message payload compared bit for bit against a reference encoder written
 // from the spec. Label: unit.
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <tuple>
 
@@ -659,6 +661,40 @@ TEST(RansHost, MatchesThePortableKernelsBitForBit) {
           const auto run = [&] { return run_codec(cfg, v, n, key, 0.7f); };
           expect_same_bits(with_simd(true, run), with_simd(false, run));
           if (HasFatalFailure()) return;
+        }
+}
+
+// A finite gradient whose bucket scale is FLT_MAX (max norm) decodes to
+// finite values, its largest coordinate to FLT_MAX exactly, on every
+// quantized codec and both host-path settings. fl(FLT_MAX / s) rounds up for
+// s = 25, 31, 127, 1001 (not for powers of two), so one float multiply,
+// s * fl(FLT_MAX / s), would give infinity (LevelUnit::via_double).
+TEST(QuantizedRoundTrip, ScaleAtFloatMaxDecodesToFiniteValues) {
+  constexpr float fmax = std::numeric_limits<float>::max();
+  for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense, CodecKind::rans})
+    for (std::uint32_t s : {25u, 31u, 127u, 1001u})
+      for (std::uint32_t d : {0u, 64u})
+        for (bool simd : {true, false}) {
+          const std::uint64_t n = 200;
+          std::ostringstream os;
+          os << qsgd::to_string(c) << " s=" << s << " d=" << d << (simd ? " host paths" : " portable");
+          SCOPED_TRACE(os.str());
+          std::vector<float> h(n, 0.0f);
+          for (std::uint64_t i = 0; i < n; ++i) h[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+          for (std::uint64_t i = 0; i < n; i += 64) h[i] = (i / 64) % 2 ? -fmax : fmax;  // every bucket's max
+          const Values v = to_device(h);
+          const auto cfg = config(c, s, d, Norm::max, 64);
+          const qsgd::RngKey key{n, s, d, 11};
+          const CodecRun r = with_simd(simd, [&] { return run_codec(cfg, v, n, key, 1.0f); });
+          for (std::uint64_t i = 0; i < n; ++i) {
+            ASSERT_TRUE(std::isfinite(r.values[i])) << "value " << i << " = " << r.values[i];
+            ASSERT_TRUE(std::isfinite(r.acc[i])) << "accumulated " << i << " = " << r.acc[i];
+            ASSERT_LE(std::fabs(r.values[i]), fmax) << i;
+          }
+          for (std::uint64_t i = 0; i < n; i += 64) {
+            ASSERT_EQ(std::abs(r.levels[i]), static_cast<std::int32_t>(s)) << "level of the bucket maximum " << i;
+            ASSERT_EQ(r.values[i], h[i]) << "the bucket maximum " << i << " decodes to +-FLT_MAX exactly";
+          }
         }
 }
 

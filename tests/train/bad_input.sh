@@ -16,14 +16,22 @@ expect() {  # expect CODE PATTERN CMD...
 expect 2 "unknown option '--bogus'" "$train" --bogus
 expect 2 "--bits must be 1..24" "$train" --bits 40
 expect 2 "--strategy\|unknown strategy" "$train" --strategy carrier-pigeon
+# Numbers are taken as written or refused: no sign after blanks (std::stoull
+# would negate it), no truncation to a 32-bit field, no infinity.
+expect 2 "--batch expects a non-negative integer, got ' -1'" "$train" --batch " -1"
+expect 2 "--s must be at most 4294967295, got 4294967312" "$train" --s 4294967312
+expect 2 "--d must be at most 4294967295" "$train" --d 4294967296
+expect 2 "--lr expects a finite number, got 'inf'" "$train" --lr inf
 expect 1 "$dir/nowhere" "$mpirun" -np 1 "$train" --data-dir "$dir/nowhere" --max-steps 1
 "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 2 --trace "$dir/t.h5" || fail "tiny run failed"
 before=$(md5sum < "$dir/t.h5")
 expect 1 "never overwritten" "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 2 --trace "$dir/t.h5"
 [ "$(md5sum < "$dir/t.h5")" = "$before" ] || fail "existing trace was modified"
 # A trace whose /steps dataspace claims 2^40 rows (no data: a chunked,
-# unwritten dataset) is rejected on resume with the reader's limit, and the
-# attempt's peak resident memory stays within 100 MB of a normal tiny run's.
+# unwritten dataset), edited with h5py: resume refuses it by its checksum
+# block before HDF5 parses it. Re-sealed with a valid checksum block (a
+# forged file), it reaches the reader, which rejects it with its limit; the
+# attempts' peak resident memory stays within 100 MB of a normal tiny run's.
 "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 4 --trace "$dir/r.h5" --checkpoint "$dir/ckpt" \
   --checkpoint-every 2 > /dev/null 2>&1 || fail "tiny run with checkpoints failed"
 /usr/bin/python3 - "$dir/r.h5" <<'PY' || fail "could not forge the trace (h5py)"
@@ -33,20 +41,41 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["steps"].create_dataset("step", shape=(2**40,), dtype="i8", chunks=(4096,), maxshape=(None,))
 PY
 peaks=$(/usr/bin/python3 - "$mpirun" "$train" "$dir" "${TINY[@]}" <<'PY'
-import resource, subprocess, sys
+import resource, struct, subprocess, sys
 mpirun, train, d, tiny = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def peak(args):
     p = subprocess.run([mpirun, "-np", "1", train] + tiny + args, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def seal(path):  # the checksum block of docs/traces.md, written from its description
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    data = bytearray(open(path, "rb").read())
+    crc = 0xFFFFFFFF
+    for b in data[512:]:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    block = b"QSGD-TRACE-CRC32" + struct.pack("<QI", len(data), crc ^ 0xFFFFFFFF)
+    data[:512] = block + bytes(512 - len(block))
+    open(path, "wb").write(data)
+resume = ["--max-steps", "4", "--trace", d + "/r.h5", "--checkpoint", d + "/ckpt", "--resume"]
 rc0, _, base = peak(["--max-steps", "4", "--trace", d + "/base.h5"])
-rc, out, forged = peak(["--max-steps", "4", "--trace", d + "/r.h5", "--checkpoint", d + "/ckpt", "--resume"])
-# RUSAGE_CHILDREN is the largest child so far: forged >= base; its growth is what the resume added.
-print(rc0, rc, base // 1024, forged // 1024, "limit" if "more than the reader's limit" in out else "nolimit")
+rc1, out1, _ = peak(resume)
+seal(d + "/r.h5")
+rc, out, forged = peak(resume)
+# RUSAGE_CHILDREN is the largest child so far: forged >= base; its growth is what the resumes added.
+print(rc0, rc1, "checksum" if "fails its checksum" in out1 else "nochecksum", rc, base // 1024, forged // 1024,
+      "limit" if "more than the reader's limit" in out else "nolimit")
+print(out1.strip().splitlines()[-1] if out1.strip() else "", file=sys.stderr)
 print(out.strip().splitlines()[-1] if out.strip() else "", file=sys.stderr)
 PY
 ) || fail "peak memory probe failed"
-read -r rc0 rc base_mb forged_mb msg <<< "$peaks"
+read -r rc0 rc1 sum rc base_mb forged_mb msg <<< "$peaks"
 [ "$rc0" = 0 ] || fail "baseline tiny run exited $rc0"
+[ "$rc1" = 1 ] || fail "resume of the edited trace exited $rc1 (expected 1)"
+[ "$sum" = checksum ] || fail "resume of the edited trace did not name its checksum"
 [ "$rc" = 1 ] || fail "resume of the forged trace exited $rc (expected 1)"
 [ "$msg" = limit ] || fail "resume of the forged trace did not name the reader's limit"
 [ $((forged_mb - base_mb)) -lt 100 ] || fail "resume of the forged trace peaked at $forged_mb MB (baseline $base_mb MB)"

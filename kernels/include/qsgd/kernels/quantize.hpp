@@ -111,21 +111,27 @@ KOKKOS_INLINE_FUNCTION void quantize_segment(const float* x, std::int32_t* out, 
 }
 
 // Value of a level: sign * l * (scale / s). When scale / s is a normal float
-// (always, unless the bucket's scale is below s * 2^-126) it is one division
-// per bucket and one rounded float multiply per coordinate; for such tiny
-// buckets the product is formed in double and rounded once, so they are not
-// flushed to zero. The same operations, hence the same bits, on every backend.
+// and s * fl(scale / s) is a finite float (always, unless the bucket's scale
+// is below s * 2^-126 or within rounding of FLT_MAX) it is one division per
+// bucket and one rounded float multiply per coordinate. Otherwise (via_double)
+// the product is formed in double and rounded once: tiny buckets are not
+// flushed to zero, and a bucket whose scale is near FLT_MAX, where
+// fl(scale / s) may round up and s times it overflow, decodes to at most
+// its scale instead of infinity. The same operations, hence the same bits,
+// on every backend.
 struct LevelUnit {
   float unit = 0.0f;
   double unit_d = 0.0;
-  bool tiny = false;
+  bool via_double = false;
   KOKKOS_INLINE_FUNCTION LevelUnit() = default;
   KOKKOS_INLINE_FUNCTION LevelUnit(float scale, std::uint32_t s)
       : unit(scale / static_cast<float>(s)),
         unit_d(static_cast<double>(scale) / static_cast<double>(s)),
-        tiny(scale < static_cast<float>(s) * 1.17549435e-38f) {}
+        via_double(scale < static_cast<float>(s) * 1.17549435e-38f ||
+                   static_cast<double>(unit) * static_cast<double>(s) > 3.4028234663852886e38) {}
   KOKKOS_INLINE_FUNCTION float value(std::int32_t l) const {
-    return tiny ? static_cast<float>(mul_rn(static_cast<double>(l), unit_d)) : mul_rn(static_cast<float>(l), unit);
+    return via_double ? static_cast<float>(mul_rn(static_cast<double>(l), unit_d))
+                      : mul_rn(static_cast<float>(l), unit);
   }
 };
 
