@@ -7,6 +7,13 @@
 
 #include "qsgd/kernels/quantize.hpp"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__)
+#include <immintrin.h>
+#define QSGD_RANS_SIMD 1
+#define QSGD_RANS_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt")))
+#endif
+
 namespace qsgd::detail::rans_host {
 namespace {
 
@@ -91,42 +98,240 @@ inline bool decode_segment(std::uint64_t& i, std::uint64_t e, std::uint64_t i0, 
   return true;
 }
 
-template <Sink M>
-bool decode_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pend, const std::uint64_t* dec,
-                  std::uint32_t precision, const float* scales, std::uint64_t i0, std::uint64_t i1, std::uint32_t d,
-                  std::uint32_t s, float weight, float* out, std::int32_t* levels_out) {
-  const std::uint32_t mask = (1u << precision) - 1;
-  const std::int32_t si = static_cast<std::int32_t>(s);
-  std::uint32_t x[rans_lanes];
+// Reads a chunk's four initial states; false when one is out of range.
+inline bool chunk_states(const unsigned char* units, std::uint64_t& p, std::uint32_t (&x)[rans_lanes]) {
   for (std::uint32_t k = 0; k < rans_lanes; ++k) {
     x[k] = unit_at(units, p) | (unit_at(units, p + 1) << 16);
     p += 2;
     if (x[k] < rans_low || x[k] >= (rans_low << 16)) return false;
   }
+  return true;
+}
+
+// Decodes coordinates [i, i1) of the chunk that starts at i0, from states x
+// at stream position p (i - i0 a multiple of four, or i = i0), then checks
+// the chunk's end: every unit read and every state back at rans_low.
+template <Sink M>
+bool finish_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pend, const std::uint64_t* dec,
+                  std::uint32_t precision, const float* scales, std::uint64_t i, std::uint64_t i0, std::uint64_t i1,
+                  std::uint32_t d, std::uint32_t s, float weight, float* out, std::int32_t* levels_out,
+                  const std::uint32_t (&x)[rans_lanes]) {
+  const std::uint32_t mask = (1u << precision) - 1;
+  const std::int32_t si = static_cast<std::int32_t>(s);
   std::uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
-  std::uint64_t i = i0;
   while (i < i1) {
     const std::uint64_t b = i / d;
     const std::uint64_t e = std::min<std::uint64_t>((b + 1) * d, i1);
     const LevelUnit unit(scales[b], s);
-    const bool ok = unit.via_double ? decode_segment<M, true>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units, p, pend,
-                                                        si, unit, weight, out, levels_out)
-                              : decode_segment<M, false>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units, p,
-                                                         pend, si, unit, weight, out, levels_out);
+    const bool ok = unit.via_double ? decode_segment<M, true>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units, p,
+                                                              pend, si, unit, weight, out, levels_out)
+                                    : decode_segment<M, false>(i, e, i0, x0, x1, x2, x3, dec, mask, precision, units,
+                                                               p, pend, si, unit, weight, out, levels_out);
     if (!ok) return false;
   }
   return p == pend && x0 == rans_low && x1 == rans_low && x2 == rans_low && x3 == rans_low;
 }
 
 template <Sink M>
+bool decode_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pend, const std::uint64_t* dec,
+                  std::uint32_t precision, const float* scales, std::uint64_t i0, std::uint64_t i1, std::uint32_t d,
+                  std::uint32_t s, float weight, float* out, std::int32_t* levels_out) {
+  std::uint32_t x[rans_lanes];
+  if (!chunk_states(units, p, x)) return false;
+  return finish_chunk<M>(units, p, pend, dec, precision, scales, i0, i0, i1, d, s, weight, out, levels_out, x);
+}
+
+#ifdef QSGD_RANS_SIMD
+
+// The SIMD decoder (AVX-512VL with VBMI2, on 128-bit vectors): one chunk's
+// four lanes in one vector, simd_chunks chunks in lockstep. Per round of
+// four coordinates of a chunk: the four table look-ups (a gather from the
+// packed table), the four state updates, the renormalization mask; the
+// units the renormalizing lanes take, in lane order, are the next popcount
+// units of the chunk's stream, which an in-order shuffle of the two stream
+// words at the position and an expand (vpexpandw) hand to those lanes. The
+// stream position then advances once per round, not once per lane: the
+// serial dependency that bounds the scalar decoder. Same arithmetic, reads
+// and order as decode_chunk for every chunk; rounds run while each chunk has
+// at least 8 units left (so the 16-byte load stays inside its stream), the
+// rest of each chunk is finished by the scalar code.
+
+// Packed table: frequency (13 bits), slot - start (12), symbol (7), for
+// precision <= 12 and alphabets of at most 128 symbols (s <= 63).
+constexpr std::uint32_t simd_max_precision = 12, simd_max_alphabet = 128;
+inline std::uint32_t pack_entry(std::uint64_t e) {
+  return static_cast<std::uint32_t>(e >> 32) | static_cast<std::uint32_t>(((e >> 16) & 0xFFFu) << 13) |
+         static_cast<std::uint32_t>((e & 0x7Fu) << 25);
+}
+
+constexpr int simd_chunks = 8;
+
+struct SimdTables {
+  // order[q]: bytes of the 16 loaded at word p / 4 -> units p .. p + 3 in
+  // 16-bit slots 0..3 (q = p % 4; unit 4w + i sits at byte 2 (3 - i) of word w).
+  alignas(16) std::uint8_t order[4][16];
+  std::uint8_t words[16];  // lane mask (4 bits) -> the mask of those lanes' low 16-bit slots
+  SimdTables() {
+    for (int q = 0; q < 4; ++q)
+      for (int m = 0; m < 8; ++m) {
+        const int t = q + m;
+        const int src = t < 4 ? 2 * (3 - t) : 8 + 2 * (3 - (t - 4));
+        order[q][2 * m] = m < 4 ? static_cast<std::uint8_t>(src) : 0x80;
+        order[q][2 * m + 1] = m < 4 ? static_cast<std::uint8_t>(src + 1) : 0x80;
+      }
+    for (int l = 0; l < 16; ++l) {
+      int w = 0;
+      for (int k = 0; k < 4; ++k)
+        if (l & (1 << k)) w |= 1 << (2 * k);
+      words[l] = static_cast<std::uint8_t>(w);
+    }
+  }
+};
+
+const SimdTables& simd_tables() {
+  static const SimdTables t;
+  return t;
+}
+
+bool simd_supported() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("popcnt");
+  }();
+  return ok;
+}
+
+// Decodes whole chunks c0 .. c0 + simd_chunks - 1 (framed; streams
+// [p_in[k], pend[k])): bad[k] says whether chunk k failed. Rounds run in
+// stretches with no per-round test: as many as every chunk's bucket
+// segment holds and as its stream has room for (a round takes at most four
+// units, and starts with at least eight left).
+template <Sink M>
+QSGD_RANS_TARGET void simd_group(const unsigned char* units, const std::uint64_t (&p_in)[simd_chunks],
+                                 const std::uint64_t (&pend)[simd_chunks], const std::uint32_t* table,
+                                 const std::uint64_t* dec, std::uint32_t precision, const float* scales,
+                                 std::uint64_t c0, std::uint32_t chunk, std::uint32_t d, std::uint32_t s, float weight,
+                                 float* out, std::int32_t* levels_out, bool (&bad)[simd_chunks]) {
+  constexpr int G = simd_chunks;
+  const SimdTables& tab = simd_tables();
+  // Positions in locals, not the caller's array: the vector stores may
+  // alias any memory and would force a reload of each.
+  std::uint64_t p[G];
+  std::uint32_t xs[G][rans_lanes];
+  bool alive = true;
+  for (int k = 0; k < G; ++k) {
+    p[k] = p_in[k];
+    bad[k] = !chunk_states(units, p[k], xs[k]);
+    alive = alive && !bad[k];
+  }
+  std::uint64_t j = 0;
+  if (alive) {
+    // Registers: arrays whose address is never taken (p's and xs's were,
+    // by chunk_states), so the vector stores cannot be assumed to touch them.
+    __m128i x[G];
+    std::uint64_t q[G];
+    for (int k = 0; k < G; ++k) x[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[k])), q[k] = p[k];
+    const __m128i slot_mask = _mm_set1_epi32(static_cast<int>((1u << precision) - 1));
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(precision));
+    const __m128i low_bound = _mm_set1_epi32(static_cast<int>(rans_low));
+    const __m128i f_mask = _mm_set1_epi32(0x1FFF), bias_mask = _mm_set1_epi32(0xFFF);
+    const __m128i sv = _mm_set1_epi32(static_cast<int>(s));
+    const __m128 wv = _mm_set1_ps(weight);
+    while (j < chunk) {
+      // The stretch: within every chunk's current bucket, and with room.
+      std::uint64_t je = chunk, rounds = ~std::uint64_t(0);
+      __m128 unit[G];
+      bool narrow = true;
+      for (int k = 0; k < G; ++k) {
+        const std::uint64_t base = (c0 + static_cast<std::uint64_t>(k)) * chunk;
+        const std::uint64_t b = (base + j) / d;
+        je = std::min<std::uint64_t>(je, (b + 1) * d - base);
+        const LevelUnit lu(scales[b], s);
+        narrow = narrow && !lu.via_double;
+        unit[k] = _mm_set1_ps(lu.unit);
+        rounds = std::min<std::uint64_t>(rounds, q[k] + 8 <= pend[k] ? (pend[k] - q[k] - 8) / 4 + 1 : 0);
+      }
+      rounds = std::min<std::uint64_t>(rounds, (je - j) / rans_lanes);
+      if (!narrow || rounds == 0) break;  // the scalar code finishes
+      for (std::uint64_t r = 0; r < rounds; ++r, j += rans_lanes) {
+        for (int k = 0; k < G; ++k) {
+          const __m128i e =
+              _mm_i32gather_epi32(reinterpret_cast<const int*>(table), _mm_and_si128(x[k], slot_mask), 4);
+          const __m128i f = _mm_and_si128(e, f_mask);
+          const __m128i bias = _mm_and_si128(_mm_srli_epi32(e, 13), bias_mask);
+          const __m128i st = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srl_epi32(x[k], shift)), bias);
+          const __mmask8 low = _mm_cmplt_epu32_mask(st, low_bound);
+          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(units + 8 * (q[k] >> 2)));
+          const __m128i ordered =
+              _mm_shuffle_epi8(raw, _mm_load_si128(reinterpret_cast<const __m128i*>(tab.order[q[k] & 3])));
+          const __m128i taken = _mm_maskz_expand_epi16(tab.words[low], ordered);
+          x[k] = _mm_mask_mov_epi32(st, low, _mm_or_si128(_mm_slli_epi32(st, 16), taken));
+          q[k] += static_cast<std::uint64_t>(__builtin_popcount(low));
+          const std::uint64_t i = (c0 + static_cast<std::uint64_t>(k)) * chunk + j;
+          const __m128i level = _mm_sub_epi32(_mm_srli_epi32(e, 25), sv);
+          if constexpr (M == Sink::values || M == Sink::accumulate) {
+            const __m128 value = _mm_mul_ps(_mm_cvtepi32_ps(level), unit[k]);
+            if constexpr (M == Sink::values) _mm_storeu_ps(out + i, value);
+            if constexpr (M == Sink::accumulate)
+              _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(out + i), _mm_mul_ps(wv, value)));
+          }
+          if constexpr (M == Sink::levels) _mm_storeu_si128(reinterpret_cast<__m128i*>(levels_out + i), level);
+          (void)wv, (void)unit, (void)sv;
+        }
+      }
+    }
+    for (int k = 0; k < G; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(xs[k]), x[k]), p[k] = q[k];
+  }
+  for (int k = 0; k < G; ++k) {
+    if (bad[k]) continue;
+    const std::uint64_t i0 = (c0 + static_cast<std::uint64_t>(k)) * chunk;
+    bad[k] = !finish_chunk<M>(units, p[k], pend[k], dec, precision, scales, i0 + j, i0, i0 + chunk, d, s, weight, out,
+                              levels_out, xs[k]);
+  }
+}
+
+#endif  // QSGD_RANS_SIMD
+
+template <Sink M>
 std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payload, std::uint64_t first_bit,
-                         std::uint64_t payload_bits, const std::uint64_t* dec, std::uint32_t precision,
+                         std::uint64_t payload_bits, const std::uint64_t* dec, const std::uint32_t* table32,
+                         std::uint32_t precision,
                          const float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s, std::uint32_t chunk,
                          float weight, float* out, std::int32_t* levels_out) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
   const auto* units = reinterpret_cast<const unsigned char*>(payload);
   std::uint64_t first_bad = no_index;
-  for (std::uint64_t c = 0; c < nchunks; ++c) {
+  std::uint64_t c = 0;
+#ifdef QSGD_RANS_SIMD
+  // Whole chunks in groups of simd_chunks on the SIMD decoder, when the
+  // table packs (table32 non-null), the CPU has the instructions, and
+  // buckets and chunks are whole rounds of four coordinates.
+  if (table32 != nullptr && d % rans_lanes == 0 && chunk % rans_lanes == 0) {
+    constexpr int G = simd_chunks;
+    const std::uint64_t whole = n / chunk;
+    for (; c + G <= whole; c += G) {
+      std::uint64_t p[G], pend[G];
+      bool framed = true;
+      for (int k = 0; k < G; ++k) {
+        const std::uint64_t ck = c + static_cast<std::uint64_t>(k);
+        const std::uint64_t start = offsets[ck];
+        const std::uint64_t end = ck + 1 < nchunks ? offsets[ck + 1] : payload_bits;
+        framed = framed && !((ck == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) ||
+                             (end & 15) || end - start < 16 * std::uint64_t(rans_state_units));
+        p[k] = start >> 4;
+        pend[k] = end >> 4;
+      }
+      if (!framed) break;  // the chunk-by-chunk loop below reports it
+      bool bad[G];
+      simd_group<M>(units, p, pend, table32, dec, precision, scales, c, chunk, d, s, weight, out, levels_out, bad);
+      for (int k = 0; k < G; ++k)
+        if (bad[k]) first_bad = std::min(first_bad, c + static_cast<std::uint64_t>(k));
+    }
+  }
+#endif
+  for (; c < nchunks; ++c) {
     const std::uint64_t i0 = c * chunk;
     const std::uint64_t i1 = std::min<std::uint64_t>(i0 + chunk, n);
     const std::uint64_t start = offsets[c];
@@ -142,6 +347,7 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
 
 struct Scratch {
   std::vector<std::uint64_t> hist;  // 4 sub-histograms: consecutive equal symbols do not wait on one counter
+  std::vector<std::uint32_t> table32;  // the SIMD decoder's packed table
 };
 
 Scratch& scratch() {
@@ -152,6 +358,14 @@ Scratch& scratch() {
 }  // namespace
 
 bool enabled() { return little_endian && simd::host_paths_enabled(); }
+
+const char* decoder_isa() {
+  if (!enabled()) return "off";
+#ifdef QSGD_RANS_SIMD
+  if (simd_supported()) return "avx512-vbmi2";
+#endif
+  return "scalar";
+}
 
 std::uint64_t histogram(const std::int32_t* levels, std::uint64_t n, std::uint32_t s, std::uint64_t* counts) {
   const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
@@ -235,20 +449,33 @@ std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload,
                      std::uint64_t payload_bits, const std::uint64_t* dec, std::uint32_t precision, const float* scales,
                      std::uint64_t n, std::uint32_t d, std::uint32_t s, std::uint32_t chunk, Sink mode, float weight,
                      float* out, std::int32_t* levels_out) {
+  const std::uint32_t* table32 = nullptr;
+#ifdef QSGD_RANS_SIMD
+  // The packed table costs a pass over its 2^precision slots: built when
+  // the message has at least one group of whole chunks for the SIMD decoder.
+  const std::uint64_t slots = std::uint64_t(1) << precision;
+  if (simd_supported() && precision <= simd_max_precision && 2 * std::uint64_t(s) + 1 <= simd_max_alphabet &&
+      n / chunk >= static_cast<std::uint64_t>(simd_chunks)) {
+    std::vector<std::uint32_t>& t = scratch().table32;
+    t.resize(slots);
+    for (std::uint64_t k = 0; k < slots; ++k) t[k] = pack_entry(dec[k]);
+    table32 = t.data();
+  }
+#endif
   switch (mode) {
     case Sink::values:
-      return decode_all<Sink::values>(offsets, payload, first_bit, payload_bits, dec, precision, scales, n, d, s, chunk,
-                                      weight, out, levels_out);
+      return decode_all<Sink::values>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
+                                      s, chunk, weight, out, levels_out);
     case Sink::accumulate:
-      return decode_all<Sink::accumulate>(offsets, payload, first_bit, payload_bits, dec, precision, scales, n, d, s,
-                                          chunk, weight, out, levels_out);
+      return decode_all<Sink::accumulate>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales,
+                                          n, d, s, chunk, weight, out, levels_out);
     case Sink::levels:
-      return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, precision, scales, n, d, s, chunk,
-                                      weight, out, levels_out);
+      return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
+                                      s, chunk, weight, out, levels_out);
     case Sink::validate: break;
   }
-  return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, precision, scales, n, d, s, chunk,
-                                    weight, out, levels_out);
+  return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
+                                    s, chunk, weight, out, levels_out);
 }
 
 }  // namespace qsgd::detail::rans_host

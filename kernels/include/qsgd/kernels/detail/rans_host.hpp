@@ -1,10 +1,11 @@
 #pragma once
 // Host paths of the rANS codec (detail/rans.hpp) for the Serial backend:
 // plain loops over raw pointers, the four lanes of a chunk unrolled into
-// registers, renormalization without data-dependent branches, output written
-// bucket segment by bucket segment. Same words and the same decoded bits as
-// the portable Kokkos kernels (tested). Plain C++ (no particular instruction
-// set); enabled and disabled with the other host paths (fixed_simd.hpp:
+// registers, output written bucket segment by bucket segment; on CPUs with
+// AVX-512VL and VBMI2, a SIMD decoder that runs eight whole chunks in
+// lockstep, one chunk's four lanes per 128-bit vector (rans_host.cpp).
+// Same words and the same decoded bits as the portable Kokkos kernels
+// (tested). Enabled and disabled with the other host paths (fixed_simd.hpp:
 // set_simd_enabled, QSGD_SIMD), on little-endian hosts.
 
 #include <cstdint>
@@ -17,6 +18,11 @@ namespace qsgd::detail::rans_host {
 // True when the host paths are enabled (set_simd_enabled / QSGD_SIMD) on a
 // little-endian host.
 bool enabled();
+
+// Names the decoder the host paths use for whole chunks on this CPU:
+// "avx512-vbmi2" (the SIMD decoder; messages with s <= 63, precision <= 12
+// and at least eight whole chunks), "scalar", or "off" (host paths disabled).
+const char* decoder_isa();
 
 // Histogram of the symbols l + s of levels[0, n) into counts[0, 2s + 1)
 // (zeroed here); returns the number of levels outside [-s, s] (not counted).
