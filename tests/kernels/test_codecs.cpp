@@ -566,6 +566,11 @@ struct CodecRun {
   std::vector<float> values, acc;
   std::vector<std::int32_t> levels;
   std::string corrupt_error;
+  // rans: the message with one payload unit in the middle of the payload
+  // flipped and re-sealed: decode's error, or its values when (as rANS
+  // allows) the corruption decodes to other symbols without breaking a check.
+  std::string flipped_error;
+  std::vector<float> flipped_values;
 };
 
 CodecRun run_codec(const qsgd::CodecConfig& cfg, const Values& v, std::uint64_t n, const qsgd::RngKey& key,
@@ -599,6 +604,19 @@ CodecRun run_codec(const qsgd::CodecConfig& cfg, const Values& v, std::uint64_t 
       r.corrupt_error = x.what();
     }
     EXPECT_FALSE(r.corrupt_error.empty()) << "a zero rANS state was accepted";
+    std::vector<std::uint64_t> f = e.words;
+    const std::uint64_t first_payload = 8 + e.h.nchunks + (nb + 1) / 2;
+    const std::uint64_t mid = first_payload + (f.size() - first_payload) / 2;
+    f[mid] ^= std::uint64_t(0x0040) << 16;  // one bit of one unit
+    reinterpret_cast<qsgd::MessageHeader*>(f.data())->checksum = qsgd::message_checksum_host(f.data(), e.bytes);
+    const MsgBuf flipped(f, e.bytes);
+    Values fv("flipped", n);
+    try {
+      codec.decode(flipped.view(), flipped.bytes(), fv);
+      r.flipped_values = to_host(fv, n);
+    } catch (const qsgd::Error& x) {
+      r.flipped_error = x.what();
+    }
   }
   return r;
 }
@@ -611,6 +629,10 @@ void expect_same_bits(const CodecRun& a, const CodecRun& b) {
   for (std::size_t i = 0; i < a.acc.size(); ++i) ASSERT_EQ(float_bits(a.acc[i]), float_bits(b.acc[i])) << "acc " << i;
   ASSERT_EQ(a.levels, b.levels) << "levels";
   ASSERT_EQ(a.corrupt_error, b.corrupt_error) << "error of the corrupted message";
+  ASSERT_EQ(a.flipped_error, b.flipped_error) << "error of the message with a flipped payload bit";
+  ASSERT_EQ(a.flipped_values.size(), b.flipped_values.size());
+  for (std::size_t i = 0; i < a.flipped_values.size(); ++i)
+    ASSERT_EQ(float_bits(a.flipped_values[i]), float_bits(b.flipped_values[i])) << "flipped-bit value " << i;
 }
 
 // The host SIMD kernels (fused quantize + pack, unpack + decode) give the
