@@ -324,6 +324,135 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
   }
 }
 
+// The encoder on the same layout: eight whole chunks, four per 512-bit
+// vector, coordinates from last to first four at a time. Per round: the
+// four symbols' encoder fields (gathers from struct-of-arrays copies of the
+// table), the emit mask, each chunk's emitted units written with one 8-byte
+// store (the units of the emitting lanes, in lane order, in the top words
+// of the four below the chunk's position: the words under them are written
+// later), the states shifted and advanced (a 32 x 32 -> high 32 multiply by
+// the reciprocal on even and odd lanes). Same units and final states as
+// encode_chunks' scalar loop (tested).
+struct SimdEncTables {
+  // emit mask of four lanes -> pshufb control putting those lanes' low
+  // 16 bits, in lane order, into the top of 16-bit slots 0..3.
+  alignas(16) std::uint8_t top[16][16];
+  SimdEncTables() {
+    for (int m = 0; m < 16; ++m) {
+      for (int b = 0; b < 16; ++b) top[m][b] = 0x80;
+      int lanes[4], cnt = 0;
+      for (int k = 0; k < 4; ++k)
+        if (m & (1 << k)) lanes[cnt++] = k;
+      for (int r = 0; r < cnt; ++r) {
+        const int slot = 4 - cnt + r;
+        top[m][2 * slot] = static_cast<std::uint8_t>(4 * lanes[r]);
+        top[m][2 * slot + 1] = static_cast<std::uint8_t>(4 * lanes[r] + 1);
+      }
+    }
+  }
+};
+
+const SimdEncTables& simd_enc_tables() {
+  static const SimdEncTables t;
+  return t;
+}
+
+template <int c>
+QSGD_RANS_TARGET inline void emit_lane(__m512i x, unsigned emit, std::uint16_t*& p, const SimdEncTables& t) {
+  const unsigned m = (emit >> (4 * c)) & 15u;
+  const __m128i w = _mm_shuffle_epi8(_mm512_extracti32x4_epi32(x, c),
+                                     _mm_load_si128(reinterpret_cast<const __m128i*>(t.top[m])));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p - 4), w);
+  p -= __builtin_popcount(m);
+}
+
+// A field of the symbols' encoder entries: gathered from memory, or, for
+// alphabets of at most 64 symbols (s <= 31), looked up in four registers
+// that hold the whole column (two two-register permutes and a blend: the
+// gathers were most of the encoder's time).
+struct EncColumn {
+  __m512i block[4];
+};
+
+QSGD_RANS_TARGET inline __m512i enc_field(const EncColumn& c, __m512i sym, __mmask16 upper) {
+  const __m512i lo = _mm512_permutex2var_epi32(c.block[0], sym, c.block[1]);
+  const __m512i hi = _mm512_permutex2var_epi32(c.block[2], sym, c.block[3]);
+  return _mm512_mask_blend_epi32(upper, lo, hi);
+}
+
+template <bool InRegisters>
+QSGD_RANS_TARGET void simd_encode_group(const std::int32_t* levels, std::uint64_t c0, std::uint32_t chunk,
+                                        std::uint32_t s, const std::uint32_t* x_max, const std::uint32_t* rcp,
+                                        const std::uint32_t* bias, const std::uint32_t* cmpl_shift,
+                                        std::uint16_t* scratch_units, std::uint64_t cap, std::uint64_t* chunk_units) {
+  EncColumn cols[4];
+  if constexpr (InRegisters) {
+    const std::uint32_t* src[4] = {x_max, rcp, bias, cmpl_shift};
+    const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
+    for (int f = 0; f < 4; ++f) {
+      alignas(64) std::uint32_t column[64] = {};
+      for (std::uint64_t k = 0; k < alphabet; ++k) column[k] = src[f][k];
+      for (int b = 0; b < 4; ++b) cols[f].block[b] = _mm512_load_si512(column + 16 * b);
+    }
+  }
+  const __m512i bit5 = _mm512_set1_epi32(32);
+  constexpr int G = simd_chunks, V = G / 4;
+  const SimdEncTables& t = simd_enc_tables();
+  std::uint16_t* p[G];
+  for (int k = 0; k < G; ++k) p[k] = scratch_units + (c0 + static_cast<std::uint64_t>(k) + 1) * cap;
+  __m512i x[V];
+  for (int v = 0; v < V; ++v) x[v] = _mm512_set1_epi32(static_cast<int>(rans_low));
+  const __m512i sv = _mm512_set1_epi32(static_cast<int>(s));
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  for (std::uint64_t i = chunk; i > 0; i -= rans_lanes) {
+    for (int v = 0; v < V; ++v) {
+      const std::int32_t* l = levels + (c0 + static_cast<std::uint64_t>(4 * v)) * chunk + i - rans_lanes;
+      const __m512i lv = _mm512_inserti32x4(
+          _mm512_inserti32x4(
+              _mm512_inserti32x4(_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(l))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(l + chunk)), 1),
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(l + 2 * std::uint64_t(chunk))), 2),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(l + 3 * std::uint64_t(chunk))), 3);
+      const __m512i sym = _mm512_add_epi32(lv, sv);
+      __m512i xm, rc, bi, cs;
+      if constexpr (InRegisters) {
+        const __mmask16 upper = _mm512_test_epi32_mask(sym, bit5);
+        xm = enc_field(cols[0], sym, upper);
+        rc = enc_field(cols[1], sym, upper);
+        bi = enc_field(cols[2], sym, upper);
+        cs = enc_field(cols[3], sym, upper);
+      } else {
+        xm = _mm512_i32gather_epi32(sym, x_max, 4);
+        rc = _mm512_i32gather_epi32(sym, rcp, 4);
+        bi = _mm512_i32gather_epi32(sym, bias, 4);
+        cs = _mm512_i32gather_epi32(sym, cmpl_shift, 4);
+      }
+      const __mmask16 emit = _mm512_cmpge_epu32_mask(x[v], xm);
+      emit_lane<0>(x[v], emit, p[4 * v], t);
+      emit_lane<1>(x[v], emit, p[4 * v + 1], t);
+      emit_lane<2>(x[v], emit, p[4 * v + 2], t);
+      emit_lane<3>(x[v], emit, p[4 * v + 3], t);
+      const __m512i xs = _mm512_mask_srli_epi32(x[v], emit, x[v], 16);
+      const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(xs, rc), 32);
+      const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(xs, 32), _mm512_srli_epi64(rc, 32));
+      const __m512i hi = _mm512_mask_blend_epi32(static_cast<__mmask16>(0xAAAA), even, odd);
+      const __m512i q = _mm512_srlv_epi32(hi, _mm512_srli_epi32(cs, 16));
+      x[v] = _mm512_add_epi32(_mm512_add_epi32(xs, bi), _mm512_mullo_epi32(q, _mm512_and_si512(cs, low16)));
+    }
+  }
+  alignas(64) std::uint32_t xs[G][rans_lanes];
+  for (int v = 0; v < V; ++v) _mm512_store_si512(xs[4 * v], x[v]);
+  for (int k = 0; k < G; ++k) {
+    std::uint16_t* q = p[k];
+    for (std::uint32_t lane = rans_lanes; lane-- > 0;) {
+      *--q = static_cast<std::uint16_t>(xs[k][lane] >> 16);
+      *--q = static_cast<std::uint16_t>(xs[k][lane] & 0xFFFFu);
+    }
+    const std::uint16_t* region_end = scratch_units + (c0 + static_cast<std::uint64_t>(k) + 1) * cap;
+    chunk_units[c0 + static_cast<std::uint64_t>(k)] = static_cast<std::uint64_t>(region_end - q);
+  }
+}
+
 #endif  // QSGD_RANS_SIMD
 
 template <Sink M>
@@ -380,6 +509,7 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
 struct Scratch {
   std::vector<std::uint64_t> hist;  // 4 sub-histograms: consecutive equal symbols do not wait on one counter
   std::vector<std::uint32_t> table32;  // the SIMD decoder's packed table
+  std::vector<std::uint32_t> enc_soa;  // the SIMD encoder's tables: x_max, rcp, bias, cmpl | shift << 16
 };
 
 Scratch& scratch() {
@@ -435,7 +565,28 @@ void encode_chunks(const std::int32_t* levels, std::uint64_t n, std::uint32_t s,
   const std::uint64_t nchunks = ceil_div(n, chunk);
   const std::uint64_t cap = std::uint64_t(chunk) + rans_state_units;
   const std::int32_t si = static_cast<std::int32_t>(s);
-  for (std::uint64_t c = 0; c < nchunks; ++c) {
+  std::uint64_t c = 0;
+#ifdef QSGD_RANS_SIMD
+  // Whole chunks in groups of simd_chunks on the SIMD encoder.
+  const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
+  if (simd_supported() && chunk % rans_lanes == 0 && n / chunk >= static_cast<std::uint64_t>(simd_chunks)) {
+    std::vector<std::uint32_t>& soa = scratch().enc_soa;
+    soa.resize(4 * alphabet);
+    for (std::uint64_t k = 0; k < alphabet; ++k) {
+      soa[k] = enc[k].x_max;
+      soa[alphabet + k] = enc[k].rcp;
+      soa[2 * alphabet + k] = enc[k].bias;
+      soa[3 * alphabet + k] = std::uint32_t(enc[k].cmpl) | (std::uint32_t(enc[k].shift) << 16);
+    }
+    const std::uint64_t whole = n / chunk;
+    const bool in_registers = alphabet <= 64;
+    for (; c + simd_chunks <= whole; c += simd_chunks)
+      (in_registers ? simd_encode_group<true> : simd_encode_group<false>)(
+          levels, c, chunk, s, soa.data(), soa.data() + alphabet, soa.data() + 2 * alphabet, soa.data() + 3 * alphabet,
+          scratch_units, cap, chunk_units);
+  }
+#endif
+  for (; c < nchunks; ++c) {
     const std::uint64_t i0 = c * chunk;
     const std::uint64_t i1 = std::min<std::uint64_t>(i0 + chunk, n);
     std::uint16_t* const region_end = scratch_units + (c + 1) * cap;
