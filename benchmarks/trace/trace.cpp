@@ -192,8 +192,8 @@ void verify_seal(const std::string& path) {
   if (!file.f) fail("cannot open " + path);
   unsigned char block[checksum_block_bytes];
   if (std::fread(block, 1, sizeof block, file.f) != sizeof block || std::memcmp(block, seal_magic, 16) != 0)
-    fail(path + " has no checksum block: it is not a trace this program wrote, or its first " +
-         std::to_string(checksum_block_bytes) + " bytes are damaged");
+    fail(path + " has no checksum block: it is not a trace, or was written before traces had one (those cannot " +
+         "be resumed), or its first " + std::to_string(checksum_block_bytes) + " bytes are damaged");
   std::uint64_t stored_size = 0, size = 0;
   std::uint32_t stored_crc = 0;
   std::memcpy(&stored_size, block + 16, 8);

@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -82,6 +83,15 @@ std::string json_escape(const std::string& s) {
     }
   }
   return o;
+}
+
+// The shortest decimal that reads back as the same double: the run's
+// configuration hash is taken over this JSON, so --lr 0.1 and --lr
+// 0.1000001 must not print alike (the stream's default 6 digits did).
+std::string json_number(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace
@@ -218,6 +228,10 @@ Options parse_checked(int argc, char** argv) {
   if (o.lr_decay != "constant" && o.lr_decay != "cosine" && o.lr_decay != "step")
     bad("--lr-decay must be constant, cosine or step");
   if (o.fusion_mb == 0) bad("--fusion-mb must be at least 1");
+  // Both are used in bytes (<< 20, << 10): a value whose byte count does not
+  // fit in 64 bits is refused, not wrapped.
+  if (o.fusion_mb > (std::numeric_limits<std::uint64_t>::max() >> 20)) bad("--fusion-mb is too large");
+  if (o.segment_kb > (std::numeric_limits<std::uint64_t>::max() >> 10)) bad("--segment-kb is too large");
   if (o.flush_every == 0) bad("--flush-every must be at least 1");
   if (o.resume && o.checkpoint.empty()) bad("--resume needs --checkpoint FILE");
   if (o.segment_kb == 0 || o.window == 0) bad("--segment-kb and --window must be at least 1");
@@ -266,7 +280,8 @@ std::string Options::to_json() const {
   os << "],\"dataset\":\"" << json_escape(dataset) << "\",\"data_dir\":\"" << json_escape(data_dir) << "\""
      << ",\"teacher_samples\":" << teacher_samples << ",\"lstm_hidden\":" << lstm_hidden << ",\"lstm_seq\":" << lstm_seq
      << ",\"batch_per_rank\":" << batch << ",\"epochs\":" << epochs << ",\"max_steps\":" << max_steps
-     << ",\"lr\":" << lr << ",\"momentum\":" << momentum << ",\"weight_decay\":" << weight_decay
+     << ",\"lr\":" << json_number(lr) << ",\"momentum\":" << json_number(momentum)
+     << ",\"weight_decay\":" << json_number(weight_decay)
      << ",\"warmup\":" << warmup << ",\"lr_decay\":\"" << json_escape(lr_decay) << "\",\"seed\":" << seed
      << ",\"strategy\":\"" << json_escape(strategy) << "\",\"codec\":\"" << to_string(codec) << "\",\"s\":" << s
      << ",\"d\":" << d << ",\"norm\":\"" << to_string(norm) << "\",\"naming\":\"" << json_escape(naming) << "\""
@@ -274,8 +289,8 @@ std::string Options::to_json() const {
      << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"transport\":\"" << comm::to_string(transport)
      << "\",\"segment_kb\":" << segment_kb << ",\"window\":" << window
      << ",\"progress\":\"" << (progress_thread ? "thread" : "hooks") << "\",\"poll_us\":" << poll_us
-     << ",\"synthetic_backward_ms\":" << synthetic_backward_ms << ",\"eval_every\":" << eval_every
-     << ",\"target_accuracy\":" << target_accuracy << ",\"label\":\"" << json_escape(label) << "\"}";
+     << ",\"synthetic_backward_ms\":" << json_number(synthetic_backward_ms) << ",\"eval_every\":" << eval_every
+     << ",\"target_accuracy\":" << json_number(target_accuracy) << ",\"label\":\"" << json_escape(label) << "\"}";
   return os.str();
 }
 

@@ -465,6 +465,7 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
   const auto* units = reinterpret_cast<const unsigned char*>(payload);
   std::uint64_t first_bad = no_index;
   std::uint64_t c = 0;
+  (void)table32;  // used by the SIMD decoder only
 #ifdef QSGD_RANS_SIMD
   // Whole chunks in groups of simd_chunks on the SIMD decoder, when the
   // table packs (table32 non-null), the CPU has the instructions, and

@@ -22,6 +22,7 @@ expect 2 "--batch expects a non-negative integer, got ' -1'" "$train" --batch " 
 expect 2 "--s must be at most 4294967295, got 4294967312" "$train" --s 4294967312
 expect 2 "--d must be at most 4294967295" "$train" --d 4294967296
 expect 2 "--lr expects a finite number, got 'inf'" "$train" --lr inf
+expect 2 "--fusion-mb is too large" "$train" --fusion-mb 17592186044417
 expect 1 "$dir/nowhere" "$mpirun" -np 1 "$train" --data-dir "$dir/nowhere" --max-steps 1
 "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 2 --trace "$dir/t.h5" || fail "tiny run failed"
 before=$(md5sum < "$dir/t.h5")

@@ -2,8 +2,9 @@
 // Host paths of the rANS codec (detail/rans.hpp) for the Serial backend:
 // plain loops over raw pointers, the four lanes of a chunk unrolled into
 // registers, output written bucket segment by bucket segment; on CPUs with
-// AVX-512VL and VBMI2, a SIMD decoder that runs eight whole chunks in
-// lockstep, one chunk's four lanes per 128-bit vector (rans_host.cpp).
+// AVX-512 (F, BW, VL) and VBMI2, a SIMD encoder and decoder that run eight
+// whole chunks in lockstep, four per 512-bit vector, one chunk's four lanes
+// per 128-bit lane (rans_host.cpp).
 // Same words and the same decoded bits as the portable Kokkos kernels
 // (tested). Enabled and disabled with the other host paths (fixed_simd.hpp:
 // set_simd_enabled, QSGD_SIMD), on little-endian hosts.
@@ -19,9 +20,11 @@ namespace qsgd::detail::rans_host {
 // little-endian host.
 bool enabled();
 
-// Names the decoder the host paths use for whole chunks on this CPU:
-// "avx512-vbmi2" (the SIMD decoder; messages with s <= 63, precision <= 12
-// and at least eight whole chunks), "scalar", or "off" (host paths disabled).
+// Names the path the host rANS decoder (and encoder: the same choice) uses
+// for whole chunks on this CPU: "avx512-vbmi2" (the SIMD coders, for
+// messages of at least eight whole chunks with chunk a multiple of four;
+// the decoder also needs d a multiple of four, s <= 63 and precision <= 12),
+// "scalar", or "off" (host paths disabled).
 const char* decoder_isa();
 
 // Histogram of the symbols l + s of levels[0, n) into counts[0, 2s + 1)
