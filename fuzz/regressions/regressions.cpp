@@ -5,7 +5,6 @@
 #include "regressions/regressions.hpp"
 
 #include <hdf5.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -109,22 +108,11 @@ std::vector<std::uint8_t> checkpoint_empty_state() {
 // HDF5 writes files, not buffers, with the default driver).
 template <class Build>
 std::vector<std::uint8_t> hdf5_bytes(Build build) {
-  const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/qsgd-fuzz-regression-XXXXXX";
-  const int fd = ::mkstemp(path.data());
-  if (fd < 0) return {};
-  ::close(fd);
-  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const ScratchFile scratch("regression-hdf5");
+  const hid_t file = H5Fcreate(scratch.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   build(file);
   H5Fclose(file);
-  std::vector<std::uint8_t> out;
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    int c;
-    while ((c = std::fgetc(f)) != EOF) out.push_back(static_cast<std::uint8_t>(c));
-    std::fclose(f);
-  }
-  std::remove(path.c_str());
-  return out;
+  return scratch.read();
 }
 
 // A dataset of `dims` that is chunked and never written: its dataspace claims
@@ -218,19 +206,16 @@ std::vector<std::uint8_t> trace_negative_bucket_count() {
 // A 2-rank, 3-step trace written by TraceWriter, with the first message of
 // type `type` in the object header of `object` changed by `patch(file, at)`
 // (`at`: the message's data), behind the harness's mode byte (a run of 2
-// ranks, read behind the checksum block, which the patch invalidates). HDF5's version-1 object header: a 16-byte prefix (version 1,
-// reserved, message count u16, reference count u32, size of the first chunk
+// ranks, read behind the checksum block, which the patch invalidates).
+// HDF5's version-1 object header: a 16-byte prefix (version 1, reserved, message count u16, reference count u32, size of the first chunk
 // u32, padding), then messages of type u16, size u16, flags and 3 reserved
 // bytes, and the data; a continuation message (0x10: address u64, length
 // u64) names a further chunk of messages. Empty when there is no such
 // message.
 template <class Patch>
 std::vector<std::uint8_t> patched_trace(const char* object, std::uint16_t type, Patch patch) {
-  const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/qsgd-fuzz-regression-XXXXXX";
-  const int fd = ::mkstemp(path.data());
-  if (fd < 0) return {};
-  ::close(fd);
+  const ScratchFile scratch("regression-trace");
+  const std::string& path = scratch.path();
   std::remove(path.c_str());
   {
     qsgd::trace::TraceWriter w(path, 2, {{"label", "regression"}}, false);
@@ -245,13 +230,7 @@ std::vector<std::uint8_t> patched_trace(const char* object, std::uint16_t type, 
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   const bool found = f >= 0 && H5Oget_info_by_name2(f, object, &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0;
   if (f >= 0) H5Fclose(f);
-  std::vector<std::uint8_t> file;
-  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
-    int c;
-    while ((c = std::fgetc(in)) != EOF) file.push_back(static_cast<std::uint8_t>(c));
-    std::fclose(in);
-  }
-  std::remove(path.c_str());
+  std::vector<std::uint8_t> file = scratch.read();
   // Addresses are relative to the HDF5 data, which starts after the
   // writer's checksum block (the user block).
   const std::uint64_t base = qsgd::trace::checksum_block_bytes, header = info.addr + base;

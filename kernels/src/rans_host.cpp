@@ -386,14 +386,10 @@ QSGD_RANS_TARGET void simd_encode_group(const std::int32_t* levels, std::uint64_
                                         const std::uint32_t* bias, const std::uint32_t* cmpl_shift,
                                         std::uint16_t* scratch_units, std::uint64_t cap, std::uint64_t* chunk_units) {
   EncColumn cols[4];
-  if constexpr (InRegisters) {
+  if constexpr (InRegisters) {  // columns padded to 64 entries by the caller
     const std::uint32_t* src[4] = {x_max, rcp, bias, cmpl_shift};
-    const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
-    for (int f = 0; f < 4; ++f) {
-      alignas(64) std::uint32_t column[64] = {};
-      for (std::uint64_t k = 0; k < alphabet; ++k) column[k] = src[f][k];
-      for (int b = 0; b < 4; ++b) cols[f].block[b] = _mm512_load_si512(column + 16 * b);
-    }
+    for (int f = 0; f < 4; ++f)
+      for (int b = 0; b < 4; ++b) cols[f].block[b] = _mm512_loadu_si512(src[f] + 16 * b);
   }
   const __m512i bit5 = _mm512_set1_epi32(32);
   constexpr int G = simd_chunks, V = G / 4;
@@ -464,6 +460,13 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
   const std::uint64_t nchunks = ceil_div(n, chunk);
   const auto* units = reinterpret_cast<const unsigned char*>(payload);
   std::uint64_t first_bad = no_index;
+  // Chunk c's stream [start, end) in bits, and whether its framing is sound.
+  const auto framed_at = [&](std::uint64_t c, std::uint64_t& start, std::uint64_t& end) {
+    start = offsets[c];
+    end = c + 1 < nchunks ? offsets[c + 1] : payload_bits;
+    return !((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) || (end & 15) ||
+             end - start < 16 * std::uint64_t(rans_state_units));
+  };
   std::uint64_t c = 0;
   (void)table32;  // used by the SIMD decoder only
 #ifdef QSGD_RANS_SIMD
@@ -477,11 +480,8 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
       std::uint64_t p[G], pend[G];
       bool framed = true;
       for (int k = 0; k < G; ++k) {
-        const std::uint64_t ck = c + static_cast<std::uint64_t>(k);
-        const std::uint64_t start = offsets[ck];
-        const std::uint64_t end = ck + 1 < nchunks ? offsets[ck + 1] : payload_bits;
-        framed = framed && !((ck == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) ||
-                             (end & 15) || end - start < 16 * std::uint64_t(rans_state_units));
+        std::uint64_t start, end;
+        framed = framed_at(c + static_cast<std::uint64_t>(k), start, end) && framed;
         p[k] = start >> 4;
         pend[k] = end >> 4;
       }
@@ -496,10 +496,8 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
   for (; c < nchunks; ++c) {
     const std::uint64_t i0 = c * chunk;
     const std::uint64_t i1 = std::min<std::uint64_t>(i0 + chunk, n);
-    const std::uint64_t start = offsets[c];
-    const std::uint64_t end = c + 1 < nchunks ? offsets[c + 1] : payload_bits;
-    const bool framed = !((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) ||
-                          (end & 15) || end - start < 16 * std::uint64_t(rans_state_units));
+    std::uint64_t start, end;
+    const bool framed = framed_at(c, start, end);
     if (!framed || !decode_chunk<M>(units, start >> 4, end >> 4, dec, precision, scales, i0, i1, d, s, weight, out,
                                     levels_out))
       first_bad = std::min(first_bad, c);
@@ -571,19 +569,21 @@ void encode_chunks(const std::int32_t* levels, std::uint64_t n, std::uint32_t s,
   // Whole chunks in groups of simd_chunks on the SIMD encoder.
   const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
   if (simd_supported() && chunk % rans_lanes == 0 && n / chunk >= static_cast<std::uint64_t>(simd_chunks)) {
+    // Four columns; of 64 entries (zero-padded) when they fit in registers.
+    const bool in_registers = alphabet <= 64;
+    const std::uint64_t stride = in_registers ? 64 : alphabet;
     std::vector<std::uint32_t>& soa = scratch().enc_soa;
-    soa.resize(4 * alphabet);
+    soa.assign(4 * stride, 0);
     for (std::uint64_t k = 0; k < alphabet; ++k) {
       soa[k] = enc[k].x_max;
-      soa[alphabet + k] = enc[k].rcp;
-      soa[2 * alphabet + k] = enc[k].bias;
-      soa[3 * alphabet + k] = std::uint32_t(enc[k].cmpl) | (std::uint32_t(enc[k].shift) << 16);
+      soa[stride + k] = enc[k].rcp;
+      soa[2 * stride + k] = enc[k].bias;
+      soa[3 * stride + k] = std::uint32_t(enc[k].cmpl) | (std::uint32_t(enc[k].shift) << 16);
     }
     const std::uint64_t whole = n / chunk;
-    const bool in_registers = alphabet <= 64;
     for (; c + simd_chunks <= whole; c += simd_chunks)
       (in_registers ? simd_encode_group<true> : simd_encode_group<false>)(
-          levels, c, chunk, s, soa.data(), soa.data() + alphabet, soa.data() + 2 * alphabet, soa.data() + 3 * alphabet,
+          levels, c, chunk, s, soa.data(), soa.data() + stride, soa.data() + 2 * stride, soa.data() + 3 * stride,
           scratch_units, cap, chunk_units);
   }
 #endif
