@@ -1,18 +1,24 @@
 // Compressed allgather (spec section 4).
 //
-// Algorithm: each rank encodes Q(g_r) with key (seed, step, r, tensor) into
-// one message; the 4-word metadata (size, n, tensor, step) is allgathered,
-// then the messages (MPI_Iallgatherv). Every rank zeroes out and runs
+// Algorithm: each rank encodes Q(g_r) with key (seed, step, r, tensor); every
+// rank receives the other ranks' messages, zeroes out and runs
 // decode_accumulate(message_r, 1/K) for r = 0, 1, ..., K-1, so every rank
 // performs the same float operations on the same bytes in the same order:
 // identical bits everywhere, its own message included.
-// Transport ring (default): the message goes out framed (metadata words in
-// front) around the ring as soon as it is encoded, inside start(); receivers
-// post slots of the largest possible size and check each frame's metadata
-// before decoding (detail/p2p.hpp RingAllgather). Transport library: the
-// metadata are allgathered first (MPI_Iallgather), then the messages.
+// Transport ring (default): the vector is cut into pieces of segment_bytes of
+// fp32 input (whole buckets; one piece when the vector is smaller), each
+// piece's slice of Q(g_r) is its own message (the same levels as one message
+// of the whole vector, exchange_base.hpp "slices"), framed with the metadata
+// words, and sent around the ring as soon as it is encoded (inside start());
+// receivers post slots of the largest size a piece can have, forward each
+// piece as it arrives, check its frame, and decode slice j (all K messages,
+// in rank order) as soon as piece j of every rank is in, while later pieces
+// are still on the wire (detail/p2p.hpp PieceAllgather). Element i's sum is
+// the same whatever the pieces, so the bits equal the library transport's.
+// Transport library: one message per rank; the metadata are allgathered
+// first (MPI_Iallgather), then the messages (MPI_Iallgatherv).
 // Cost per rank: one encode of n, K decodes of n; receives the other K-1
-// messages: wire_bytes = sum_{r != me} bytes_r + 32 (K-1).
+// messages: wire_bytes = sum_{r != me} bytes_r + 32 (K-1) per piece.
 
 #include "detail/exchange_base.hpp"
 
@@ -29,66 +35,106 @@ class Allgather final : public ExchangeBase<E> {
 
  protected:
   void begin(OpT& op) override {
+    if (this->ring() && !this->local()) {
+      start_pieces(op);
+      return;
+    }
     const int K = this->ranks();
     const std::uint64_t maxw = this->max_words(op.n);
-    const bool ring = this->ring() && !this->local();
-    const std::size_t head = ring ? meta_words : 0;  // a ring message travels framed
-    op.send.reserve(head + maxw);
-    op.recv.reserve((head + maxw) * static_cast<std::uint64_t>(K));  // upper bound: no growth in steady state
+    op.send.reserve(maxw);
+    op.recv.reserve(maxw * static_cast<std::uint64_t>(K));  // upper bound: no growth in steady state
     op.meta_send.resize(meta_words);
     op.meta_recv.resize(static_cast<std::size_t>(meta_words) * K);
     op.counts.resize(K);
     op.displs.resize(K);
     const std::size_t bytes = this->encode(op, op.grad, op.n, this->key(op, static_cast<std::uint32_t>(this->rank())),
-                                           op.send.span(head, maxw));
+                                           op.send.span(0, maxw));
     const std::uint64_t words = words_of(bytes);
-    this->maybe_inject(op, 1, op.send, head, words);
+    this->maybe_inject(op, 1, op.send, 0, words);
     op.stats.encoded_bytes = bytes;
     op.phase = 1;
-    if (ring) {
-      start_ring(op, words, maxw);
-      return;
-    }
     this->set_meta(op, op.meta_send.data(), words);
     this->post_allgather(op, op.meta_send.data(), meta_words, op.meta_recv.data());
   }
 
-  void start_ring(OpT& op, std::uint64_t words, std::uint64_t maxw) {
-    const int K = this->ranks();
-    const std::size_t slot = (meta_words + maxw) * 8;
-    this->write_meta(op, op.send, 0, words);
-    op.send.to_mpi(0, meta_words + words);
-    op.in_off.resize(K);
-    op.in_cap.assign(K, slot);
-    for (int r = 0; r < K; ++r) op.in_off[r] = slot * static_cast<std::size_t>(r);
-    this->start_schedule(op, op.ring_gather, [&](ScheduleTimes& t) {
-      op.ring_gather.start(op.comm.get(), this->rank(), K, op.send.mpi(), (meta_words + words) * 8, op.recv.mpi(),
-                           op.in_off, op.in_cap, t);
-    });
+  // Ring transport: pieces of segment_bytes of fp32 input, whole buckets,
+  // at most PieceAllgather::max_pieces of them. op.bounds: piece j is
+  // [bounds[j], bounds[j + 1]).
+  std::size_t cut(OpT& op) const {
+    const std::uint64_t align = this->slice_align(op.n);
+    const std::uint64_t max_p = PieceAllgather::max_pieces(this->ranks());
+    std::uint64_t per = std::max<std::uint64_t>(1, this->cfg_.segment_bytes / sizeof(float)) / align * align;
+    per = std::max(per, align);
+    if ((op.n + per - 1) / per > max_p) per = ((op.n + max_p - 1) / max_p + align - 1) / align * align;
+    const std::uint64_t pieces = std::max<std::uint64_t>(1, (op.n + per - 1) / per);
+    op.bounds.resize(pieces + 1);
+    for (std::uint64_t j = 0; j <= pieces; ++j) op.bounds[j] = std::min(op.n, j * per);
+    return static_cast<std::size_t>(pieces);
+  }
+
+  void start_pieces(OpT& op) {
+    const int K = this->ranks(), me = this->rank();
+    const std::size_t pieces = cut(op);
+    const std::uint64_t maxw = this->max_words(op.bounds[1] - op.bounds[0]);  // the first piece is the longest
+    const std::size_t slot_words = meta_words + maxw;
+    op.send.reserve(slot_words * pieces);
+    op.recv.reserve(slot_words * pieces * static_cast<std::uint64_t>(K));
+    op.out_bytes.assign(pieces, 0);
+    const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
+    this->prepare_slices(op, k);
     op.phase = 3;
+    auto encode = [this, &op, slot_words, k](std::size_t j) {
+      const std::uint64_t lo = op.bounds[j], len = op.bounds[j + 1] - lo;
+      const std::size_t off = j * slot_words;
+      const std::size_t bytes = this->encode_slice(op, lo, len, k, op.send.span(off + meta_words, this->max_words(len)));
+      const std::uint64_t words = words_of(bytes);
+      if (j == 0) this->maybe_inject(op, 1, op.send, off + meta_words, words);
+      this->write_meta(op, op.send, off, words);
+      op.send.to_mpi(off, meta_words + words);
+      op.stats.encoded_bytes += bytes;
+      op.out_bytes[j] = (meta_words + words) * 8;
+      return op.out_bytes[j];
+    };
+    auto decode = [this, &op, slot_words, pieces](std::size_t j) { decode_piece(op, j, pieces, slot_words); };
+    this->start_schedule(op, op.piece_gather, [&](ScheduleTimes& t) {
+      op.piece_gather.start(op.comm.get(), me, K, pieces, reinterpret_cast<char*>(op.send.mpi()),
+                            reinterpret_cast<char*>(op.recv.mpi()), slot_words * 8, encode, decode, t);
+    });
+  }
+
+  // Slice j of out from piece j of every rank, in rank order.
+  void decode_piece(OpT& op, std::size_t j, std::size_t pieces, std::size_t slot_words) {
+    const int K = this->ranks(), me = this->rank();
+    const std::uint64_t lo = op.bounds[j], len = op.bounds[j + 1] - lo, maxw = this->max_words(len);
+    const auto& sizes = op.piece_gather.sizes();
+    const auto out = Kokkos::subview(op.out, Kokkos::make_pair(lo, lo + len));
+    this->zero(op, out, len);
+    for (int r = 0; r < K; ++r) {
+      const std::size_t off = (static_cast<std::size_t>(r) * pieces + j) * slot_words;
+      std::uint64_t words;
+      if (r == me) {
+        words = op.out_bytes[j] / 8 - meta_words;
+        this->decode_accumulate(op, r, op.send.span(j * slot_words + meta_words, words), words * 8,
+                                this->weight(), out, len);
+        continue;
+      }
+      const std::size_t bytes = sizes[static_cast<std::size_t>(r) * pieces + j];
+      this->from_mpi(op, op.recv, off, bytes / 8);
+      words = this->check_framed(op, r, op.recv, off, bytes, maxw);
+      this->decode_accumulate(op, r, op.recv.span(off + meta_words, words), words * 8, this->weight(), out, len);
+    }
   }
 
   bool next(OpT& op) override {
     const int K = this->ranks(), me = this->rank();
     const float w = this->weight();
-    if (op.phase == 3) {  // ring: every framed message is in
-      const std::uint64_t maxw = this->max_words(op.n);
-      const std::size_t slot_words = meta_words + maxw;
-      const auto& sizes = op.ring_gather.sizes();
+    if (op.phase == 3) {  // ring: every piece is in and decoded
+      const auto& sizes = op.piece_gather.sizes();
+      const std::size_t pieces = op.bounds.size() - 1;
       std::uint64_t wire = 0;
-      for (int r = 0; r < K; ++r) {
-        if (r == me) continue;
-        this->from_mpi(op, op.recv, slot_words * r, sizes[r] / 8);
-        op.counts[r] = static_cast<int>(this->check_framed(op, r, op.recv, slot_words * r, sizes[r], maxw));
-        wire += sizes[r];
-      }
+      for (std::size_t i = 0; i < sizes.size(); ++i)
+        if (i / pieces != static_cast<std::size_t>(me)) wire += sizes[i];
       op.stats.wire_bytes = wire;
-      this->zero(op, op.out, op.n);
-      for (int r = 0; r < K; ++r) {
-        const auto msg = r == me ? op.send.span(meta_words, words_of(op.stats.encoded_bytes))
-                                 : op.recv.span(slot_words * r + meta_words, op.counts[r]);
-        this->decode_accumulate(op, r, msg, msg.extent(0) * 8, w, op.out, op.n);
-      }
       return true;
     }
     if (op.phase == 1) {

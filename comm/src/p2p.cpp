@@ -64,14 +64,30 @@ void Schedule::post_recv(void* buf, std::size_t bytes, int source, int tag, std:
   ++pending_;
 }
 
-bool Schedule::advance(bool block, ScheduleTimes& t) {
+bool Schedule::advance(bool block, ScheduleTimes& t, bool work_ok) {
   times_ = &t;
   // A blocking advance tests in a loop instead of blocking in MPI_Waitsome:
   // a dead peer's requests never complete and return no error (Open MPI 4.1
   // over TCP or shared memory), and only a loop can notice that.
   PeerWatch watch(block ? limit_s_ : 0, comm_, site_, "MPI_Testsome");
+  // One item of local work, timed; true if there was one.
+  const auto work_item = [&] {
+    const auto t0 = Clock::now();
+    const bool did = work();
+    t.work += since(t0);
+    if (did) {
+      ++completions_;
+      watch.progress();
+    }
+    return did;
+  };
   while (!finished()) {
-    if (pending_ == 0) throw std::logic_error("point-to-point schedule stalled: nothing in flight, not finished");
+    if (pending_ == 0) {  // only local work is left
+      if (!work_ok) return false;
+      if (!work_item()) throw std::logic_error("point-to-point schedule stalled: nothing in flight, not finished");
+      if (!block) return finished();
+      continue;
+    }
     int count = 0;
     const auto t0 = Clock::now();
     const int n = static_cast<int>(reqs_.size());
@@ -79,12 +95,20 @@ bool Schedule::advance(bool block, ScheduleTimes& t) {
     check_mpi(rc, "MPI_Testsome", comm_, site_, status_.data(), rc == MPI_ERR_IN_STATUS ? count : 0);
     if (count == MPI_UNDEFINED) throw std::logic_error("point-to-point schedule: no active request");
     if (count == 0) {
+      if (work_ok) {
+        const double tested = since(t0);
+        if (work_item()) {
+          t.call += tested;
+          if (!block) return finished();
+          continue;
+        }
+      }
       if (!block) {
         t.call += since(t0);
         return false;
       }
       watch.check();
-      std::this_thread::yield();  // as Open MPI's own blocking wait does with mpi_yield_when_idle
+      watch.pause();
       t.blocked += since(t0);
       continue;
     }
@@ -264,6 +288,70 @@ void RingAllgather::on_recv(std::uint64_t id, std::size_t bytes) {
   ++recvs_done_;
   if (step + 2 < static_cast<std::size_t>(ranks_))
     post_send(recv_ + (*offsets_)[o], bytes, (rank_ + 1) % ranks_, static_cast<int>(step + 1), step + 1);
+}
+
+// ---- PieceAllgather ------------------------------------------------------------
+// Piece j's message from rank r - t - 1 arrives at step t (tag t * P + j)
+// and, unless it has gone round, leaves for r + 1 at step t + 1. All
+// receives are posted first: every slot has its own buffer, so no receive
+// waits for a send.
+
+std::size_t PieceAllgather::max_pieces(int ranks) {
+  return ranks <= 1 ? std::size_t(max_tag) + 1 : (std::size_t(max_tag) + 1) / static_cast<std::size_t>(ranks - 1);
+}
+
+void PieceAllgather::start(MPI_Comm comm, int rank, int ranks, std::size_t pieces, char* send, char* recv,
+                           std::size_t slot, EncodeFn encode, DecodeFn decode, ScheduleTimes& t) {
+  if (ranks < 2) throw std::logic_error("piece allgather needs at least two ranks");
+  if (pieces == 0 || pieces > max_pieces(ranks))
+    throw std::length_error("piece allgather: " + std::to_string(pieces) + " pieces at " + std::to_string(ranks) +
+                            " ranks exceed the tag space");
+  reset_requests(comm);
+  times_ = &t;
+  rank_ = rank;
+  ranks_ = ranks;
+  pieces_ = pieces;
+  slot_ = slot;
+  recv_ = recv;
+  decode_ = std::move(decode);
+  decoded_ = sends_done_ = recvs_done_ = 0;
+  sizes_.assign(pieces * static_cast<std::size_t>(ranks), 0);
+  arrived_.assign(pieces, 0);
+  const int prev = (rank - 1 + ranks) % ranks, next = (rank + 1) % ranks;
+  for (std::size_t step = 0; step + 1 < static_cast<std::size_t>(ranks); ++step) {
+    const auto o = static_cast<std::size_t>(origin(step));
+    for (std::size_t j = 0; j < pieces; ++j) {
+      const std::size_t m = step * pieces + j;
+      post_recv(recv_ + (o * pieces + j) * slot, slot, prev, static_cast<int>(m), m);
+    }
+  }
+  for (std::size_t j = 0; j < pieces; ++j) {
+    const std::size_t bytes = encode(j);  // books its own time
+    sizes_[static_cast<std::size_t>(rank) * pieces + j] = bytes;
+    post_send(send + j * slot, bytes, next, static_cast<int>(j), j);
+    if (j + 1 < pieces) advance(false, t, false);  // forward what arrived meanwhile
+  }
+  times_ = &t;
+}
+
+void PieceAllgather::on_recv(std::uint64_t id, std::size_t bytes) {
+  const std::size_t step = id / pieces_, j = id % pieces_;
+  const auto o = static_cast<std::size_t>(origin(step));
+  const std::size_t s = o * pieces_ + j;
+  sizes_[s] = bytes;
+  ++recvs_done_;
+  ++arrived_[j];
+  if (step + 2 < static_cast<std::size_t>(ranks_)) {
+    const std::size_t m = id + pieces_;
+    post_send(recv_ + s * slot_, bytes, (rank_ + 1) % ranks_, static_cast<int>(m), m);
+  }
+}
+
+bool PieceAllgather::work() {
+  if (decoded_ == pieces_ || arrived_[decoded_] + 1 < static_cast<std::uint32_t>(ranks_)) return false;
+  decode_(decoded_);
+  ++decoded_;
+  return true;
 }
 
 // ---- PairwiseExchange ----------------------------------------------------------

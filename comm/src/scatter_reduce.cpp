@@ -46,10 +46,7 @@ class ScatterReduce final : public ExchangeBase<E> {
 
   void begin(OpT& op) override {
     const int K = this->ranks(), me = this->rank();
-    const CodecConfig& cc = this->codec_.config();
-    const bool quant = is_quantized(cc.codec);
-    const std::uint64_t d = effective_bucket(cc, op.n);
-    partition(op.n, K, partition_align(quant, d, op.n), op.bounds);
+    partition(op.n, K, this->slice_align(op.n), op.bounds);
     const bool ring = this->ring() && !this->local();
     const std::size_t head = ring ? meta_words : 0;  // ring messages travel framed
     // Send buffer: K chunk messages back to back, each within its own bound.
@@ -75,19 +72,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.displs2.resize(K);
 
     const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
-    // With an explicit bucket size every chunk starts at a bucket boundary,
-    // so each chunk is quantized and encoded on its own with its offset as
-    // the draw index base: the same levels as one quantization of the whole
-    // gradient, without storing them (the fixed-width code quantizes while
-    // packing). With one bucket over the whole vector (d = 0) the gradient is
-    // quantized once and the chunks are views of it.
-    const bool whole = quant && cc.d == 0;
-    if (whole) {  // one quantization of the whole gradient: the chunks are views of it
-      const auto t0 = Clock::now();
-      quantize(this->exec_, cc, op.grad, op.n, k, this->q_);
-      this->exec_.fence();
-      op.stats.quantize_s += seconds_since(t0);
-    }
+    this->prepare_slices(op, k);  // chunks are slices of one quantization (exchange_base.hpp)
     std::uint64_t off = 0, total_bytes = 0;
     op.out_off.resize(K);
     op.out_bytes.resize(K);
@@ -95,20 +80,7 @@ class ScatterReduce final : public ExchangeBase<E> {
       const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j), maxw = this->max_words(len);
       op.out_off[j] = off * 8;
       off += head;
-      const auto out = op.send.span(off, maxw);
-      std::size_t bytes;
-      const auto t0 = Clock::now();
-      if (whole) {
-        Quantized<Mem> qc = this->q_;  // shares storage
-        qc.n = len;
-        const std::uint64_t b0 = lo / qc.d, nb = len == 0 ? 0 : (len + qc.d - 1) / qc.d;
-        qc.levels = Kokkos::subview(this->q_.levels, Kokkos::make_pair(lo, lo + len));
-        qc.scales = Kokkos::subview(this->q_.scales, Kokkos::make_pair(b0, b0 + nb));
-        bytes = this->codec_.encode(qc, out);
-        op.stats.encode_s += seconds_since(t0);
-      } else {
-        bytes = this->encode(op, Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out, lo);
-      }
+      const std::size_t bytes = this->encode_slice(op, lo, len, k, op.send.span(off, maxw));
       const std::uint64_t words = words_of(bytes);
       if (j == (me + 1) % K) this->maybe_inject(op, 1, op.send, off, words);
       if (ring) this->write_meta(op, op.send, off - head, words);

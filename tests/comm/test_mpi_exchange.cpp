@@ -167,6 +167,66 @@ TEST(Exchange, RingAllreduceSumsInRingOrderWhateverTheSegments) {
   }
 }
 
+// The ring transport cuts allgather's messages into pieces of segment_bytes of
+// fp32 input (whole buckets) and decodes each slice as soon as its pieces are
+// in; element i's sum is formed in rank order whatever the pieces, so the
+// bits equal one message per rank through the library's allgatherv, and every
+// piece costs its own frame. Many pieces, one piece, pieces of one bucket,
+// one bucket over the whole vector (pieces are views of one quantization),
+// and more pieces than tags allow (the piece count is capped).
+TEST(Exchange, AllgatherPiecesGiveTheLibrarysBitsWhateverTheirSize) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t seed = 23;
+  struct Cut {
+    std::uint64_t n, segment;
+    std::uint32_t d;
+  };
+  const std::vector<Cut> cuts = {{5000, 1, 512},    {5000, 2048, 512}, {5000, 6000, 512}, {5000, 4 << 20, 512},
+                                 {5000, 1000, 0},   {300, 8, 512},     {0, 8, 512},       {1, 8, 512},
+                                 {40000, 4, 0}};
+  // The rule of docs/exchange.md: pieces of segment / 4 elements, rounded
+  // down to whole buckets (at least one) when the vector has several, at
+  // most 32768 / (K - 1) pieces (the tag space), then as even as buckets allow.
+  const auto pieces_of = [K](const Cut& c, bool quantized) -> std::uint64_t {
+    const std::uint64_t align = quantized && c.d != 0 && c.d < c.n ? c.d : 1;
+    const std::uint64_t max_p = 32768 / static_cast<std::uint64_t>(K - 1);
+    std::uint64_t per = std::max(align, c.segment / 4 / align * align);
+    if ((c.n + per - 1) / per > max_p) per = ((c.n + max_p - 1) / max_p + align - 1) / align * align;
+    return std::max<std::uint64_t>(1, (c.n + per - 1) / per);
+  };
+  for (const Cut& cut : cuts)
+    for (CodecKind ck : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::rans, CodecKind::bf16}) {
+      if (cut.n == 40000 && ck != CodecKind::fixed) continue;  // tens of thousands of messages: one codec
+      const CodecConfig cc = codec(ck, 16, cut.d);
+      const auto g = gradient(seed, me, cut.n);
+      auto lib_cfg = config(StrategyKind::allgather, cc, seed);
+      lib_cfg.transport = Transport::library;
+      auto lib = make_exchange(lib_cfg, comm);
+      const auto ref = run(*lib, g, 2, 9);
+      auto cfg = lib_cfg;
+      cfg.transport = Transport::ring;
+      cfg.segment_bytes = cut.segment;
+      auto ex = make_exchange(cfg, comm);
+      const auto out = run(*ex, g, 2, 9);
+      const std::string what =
+          name(StrategyKind::allgather, cc) + " d " + std::to_string(cut.d) + " n " + std::to_string(cut.n) +
+          " segment " + std::to_string(cut.segment);
+      EXPECT_TRUE(same_bits(out, ref)) << what;
+      if (K == 1) continue;
+      // Each piece's message and its 32-byte frame from every other rank.
+      const std::uint64_t pieces = pieces_of(cut, ck != CodecKind::bf16);
+      if (cut.n == 40000) {
+        EXPECT_LT(pieces, cut.n) << "the tag cap is not exercised";
+      }
+      const auto enc = comm.allgather(ex->last_stats().encoded_bytes);
+      std::uint64_t want = 0;
+      for (int r = 0; r < K; ++r)
+        if (r != me) want += enc[r] + 32 * pieces;
+      EXPECT_EQ(ex->last_stats().wire_bytes, want) << what;
+    }
+}
+
 // One rank communicates nothing: no time may be booked as waiting for the
 // network, under any strategy or transport. Each rank runs it on its own
 // one-rank MPI communicator (MPI_COMM_SELF), so it holds at every rank count.

@@ -79,7 +79,22 @@ rc=$?
 msg=$(grep -E "^qsgd: rank [0-9]+: no progress on the .* at step [0-9]+.* for [0-9.]+ s \(MPI_Test(some|all)\); a peer may have died \(peer timeout 10 s\)$" "$dir/out.log")
 [ -n "$msg" ] || { cat "$dir/out.log"; fail "no survivor reported the dead peer"; }
 grep -v -q "^qsgd: rank $victim:" <<< "$msg" || fail "only the killed rank is named: $msg"
-grep -q "with errorcode 7" "$dir/out.log" || { cat "$dir/out.log"; fail "the job did not end with exit code 7 (MPI_Abort)"; }
+# Open MPI prints "with errorcode 7" through its help relay. When two
+# survivors abort at the same moment, mpirun 4.1 can fail to unpack the
+# relayed help message ("ORTE_ERROR_LOG: Data unpack would read past end of
+# buffer in file .../show_help.c") and prints nothing about the code; the job
+# still ends through MPI_Abort ("Per user-direction, the job has been
+# aborted"). Seen once in 6 runs on 2 loaded cores. Only that exact pair is
+# accepted in place of the errorcode line.
+if ! grep -q "with errorcode 7" "$dir/out.log"; then
+  if grep -q "ORTE_ERROR_LOG: Data unpack would read past end of buffer in file .*show_help.c" "$dir/out.log" &&
+     grep -q "Per user-direction, the job has been aborted" "$dir/out.log"; then
+    echo "note: Open MPI lost the MPI_Abort help message (show_help unpack error); errorcode not printed"
+  else
+    cat "$dir/out.log"
+    fail "the job did not end with exit code 7 (MPI_Abort)"
+  fi
+fi
 h5dump -H "$t" > /dev/null || fail "the trace does not open with h5dump"
 n=$(steps_in "$t")
 [ -n "$n" ] && [ "$n" -ge 5 ] || fail "the trace holds ${n:-no} steps"

@@ -21,6 +21,7 @@
 
 #include "p2p.hpp"
 #include "qsgd/comm/exchange.hpp"
+#include "qsgd/comm/partition.hpp"
 #include "qsgd/kernels/codec.hpp"
 #include "qsgd/kernels/profiling.hpp"
 #include "qsgd/kernels/quantize.hpp"
@@ -131,10 +132,12 @@ struct Op {
   int nreqs = 0;
   const char* posted = "";  // what the phase's first request is for (MPI errors, watchdog)
 
-  // Ring transport: the schedule in flight (one of the three), if any.
+  // Ring transport: the schedule in flight (one of the four), if any.
   RingReduce ring;
   RingAllgather ring_gather;
+  PieceAllgather piece_gather;
   PairwiseExchange pairwise;
+  bool whole = false;  // slices are views of one quantization of the whole vector (prepare_slices)
   Schedule* schedule = nullptr;
   bool on_wire = false;     // a network interval is open
   std::string poll_error;  // what poll() met; raised by the next drive()
@@ -243,7 +246,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
       if (op.schedule != nullptr) {
         ScheduleTimes t;
         try {
-          if (op.schedule->advance(false, t)) {
+          if (op.schedule->advance(false, t, false)) {  // network only: no kernel on this thread
             op.schedule = nullptr;
             close_wire(op);
           }
@@ -355,6 +358,48 @@ class ExchangeBase : public Exchange<ExecSpace> {
     const std::size_t bytes = codec_.encode(v, n, k, out, index_offset);
     encode_s += seconds_since(t0);
     if (c == CodecKind::fixed) op.stats.fused_quantize = true;
+    return bytes;
+  }
+
+  // ---- slices of one quantization -------------------------------------------
+  // A slice [lo, lo + len) of the gradient is encoded as its own message that
+  // holds the levels of the one quantization of the whole vector (key k):
+  // scatter-reduce's chunks, allgather's pieces. With several buckets, slices
+  // are made of whole buckets (slice_align) and each is quantized on its own
+  // with its offset as the draw index base, which gives the same levels with
+  // nothing stored (the fixed-width code quantizes while packing). With one
+  // bucket over the whole vector (d = 0, or d >= n) the vector is quantized
+  // once by prepare_slices() and the slices are views of it, each message
+  // carrying the one scale.
+
+  // Alignment of slice boundaries for an n-vector.
+  std::uint64_t slice_align(std::uint64_t n) const {
+    const CodecConfig& cc = codec_.config();
+    return partition_align(is_quantized(cc.codec), effective_bucket(cc, n), n);
+  }
+
+  // Call once per operation before encode_slice().
+  void prepare_slices(OpT& op, const RngKey& k) {
+    const CodecConfig& cc = codec_.config();
+    op.whole = is_quantized(cc.codec) && effective_bucket(cc, op.n) >= op.n;
+    if (!op.whole) return;
+    const auto t0 = Clock::now();
+    quantize(exec_, cc, op.grad, op.n, k, q_);
+    exec_.fence();
+    op.stats.quantize_s += seconds_since(t0);
+  }
+
+  // Encodes slice [lo, lo + len) of op.grad into out; returns bytes.
+  std::size_t encode_slice(OpT& op, std::uint64_t lo, std::uint64_t len, const RngKey& k, const words_view& out) {
+    if (!op.whole) return encode(op, Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out, lo);
+    const auto t0 = Clock::now();
+    Quantized<memory_space> qc = q_;  // shares storage
+    qc.n = len;
+    const std::uint64_t b0 = lo / qc.d, nb = len == 0 ? 0 : (len + qc.d - 1) / qc.d;
+    qc.levels = Kokkos::subview(q_.levels, Kokkos::make_pair(lo, lo + len));
+    qc.scales = Kokkos::subview(q_.scales, Kokkos::make_pair(b0, b0 + nb));
+    const std::size_t bytes = codec_.encode(qc, out);
+    op.stats.encode_s += seconds_since(t0);
     return bytes;
   }
 
@@ -691,7 +736,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
             return over;
           });
           t.reduce = mine.reduce;
-          t.blocked = std::max(0.0, waited - mine.reduce);
+          t.blocked = std::max(0.0, waited - mine.reduce - mine.work);
         } else {
           done = advance(op, block, t);
         }
@@ -727,6 +772,8 @@ class ExchangeBase : public Exchange<ExecSpace> {
   bool advance(OpT& op, bool block, ScheduleTimes& t) {
     try {
       return op.schedule->advance(block, t);
+    } catch (const ExchangeError&) {  // a work item's own failure, already reported
+      throw;
     } catch (const std::runtime_error& e) {
       fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
                  std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
@@ -756,7 +803,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
     while (!test()) {
       watch.check();
       kernels += idle_();
-      std::this_thread::yield();
+      watch.pause();
     }
     return std::max(0.0, seconds_since(t0) - kernels);
   }

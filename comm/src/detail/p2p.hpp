@@ -20,11 +20,18 @@
 //   Exchange       pairwise: rank j receives slot j of every rank (the
 //                  scatter stage of scatter-reduce), all messages posted at
 //                  once.
+//   PieceAllgather RingAllgather of messages cut into pieces: every rank's
+//                  message is P independent messages (one per slice of the
+//                  vector), sent as each is encoded and forwarded as each
+//                  arrives; a slice is decoded as soon as its K messages are
+//                  in, while later pieces are still on the wire, so coding
+//                  overlaps the network inside one operation.
 //
-// All three run on host memory (the caller stages device data), post
+// All four run on host memory (the caller stages device data), post
 // everything they can without blocking, and are advanced by advance(): it
 // tests (or, with block, waits for) completed requests and posts what their
-// completion enables. Time inside a blocking wait is `blocked` time; the
+// completion enables; between tests, a schedule with local work to do (a
+// PieceAllgather's decodes) does one item of it instead of waiting. Time inside a blocking wait is `blocked` time; the
 // rest of the MPI calls' time is `call` time; reductions are `reduce` time.
 // Each operation runs on its own communicator (exchange_base.hpp), so the
 // tags only have to be unique within a schedule. Every MPI call's result goes
@@ -37,6 +44,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,6 +58,7 @@ struct ScheduleTimes {
   double blocked = 0;  // in a blocking advance's test loop: waiting for the network
   double call = 0;     // inside the other MPI calls (posting, testing)
   double reduce = 0;   // applying the reduction to received segments
+  double work = 0;     // local work items (kernels that book their own time)
 };
 
 // Requests of one schedule and what each one was for.
@@ -65,11 +74,15 @@ class Schedule {
   // "ring allreduce", "ring allgather", "pairwise exchange"
   virtual const char* name() const = 0;
   // Advances; with `block`, until the schedule is finished (a watched test
-  // loop: after the peer timeout without a completed request the job ends).
-  // True when finished.
-  bool advance(bool block, ScheduleTimes& t);
+  // loop: after the peer timeout without a completed request or work item
+  // the job ends). With `work`, a test that finds nothing completed is
+  // followed by one item of the schedule's local work, if it has any ready
+  // (a non-blocking advance does at most one item); without it (a progress
+  // thread's poll) only the network moves. True when finished.
+  bool advance(bool block, ScheduleTimes& t, bool work = true);
   bool finished() const { return pending_ == 0 && done(); }
-  // Requests completed since start(): progress seen by a caller's own loop.
+  // Requests completed and work items done since start(): progress seen by a
+  // caller's own loop.
   std::uint64_t completions() const { return completions_; }
 
  protected:
@@ -83,6 +96,8 @@ class Schedule {
   virtual void on_send(std::uint64_t id) = 0;
   virtual void on_recv(std::uint64_t id, std::size_t bytes) = 0;
   virtual bool done() const = 0;
+  // Does one item of local work if one is ready; true if it did.
+  virtual bool work() { return false; }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   ScheduleTimes* times_ = nullptr;  // valid inside advance() and the posting calls of start()
@@ -192,6 +207,46 @@ class PairwiseExchange final : public Schedule {
 
   int ranks_ = 1;
   std::vector<std::size_t> sizes_;
+  std::size_t sends_done_ = 0, recvs_done_ = 0;
+};
+
+// Ring allgather of every rank's message cut into `pieces` messages. Own
+// piece j is made by encode(j), which writes it (framed, ready for MPI) at
+// send + j * slot and returns its bytes; start() encodes the pieces in order
+// and posts each one's send at once, testing in between so that pieces
+// received meanwhile are forwarded. Rank o's piece j lands in recv slot
+// o * pieces + j (slot bytes each) and is forwarded to the next rank as soon
+// as it is in (step t of piece j: tag t * pieces + j). decode(j) runs, as
+// work of advance(), once piece j of every other rank is in, for j = 0, 1,
+// ... in order. sizes()[o * pieces + j] is the received length.
+class PieceAllgather final : public Schedule {
+ public:
+  using EncodeFn = std::function<std::size_t(std::size_t piece)>;
+  using DecodeFn = std::function<void(std::size_t piece)>;
+  const char* name() const override { return "ring allgather"; }
+  // Throws std::length_error when pieces * (ranks - 1) tags do not fit.
+  void start(MPI_Comm comm, int rank, int ranks, std::size_t pieces, char* send, char* recv, std::size_t slot,
+             EncodeFn encode, DecodeFn decode, ScheduleTimes& t);
+  const std::vector<std::size_t>& sizes() const { return sizes_; }
+  // The most pieces a schedule of `ranks` ranks can carry (tags < 32768).
+  static std::size_t max_pieces(int ranks);
+
+ private:
+  void on_send(std::uint64_t) override { ++sends_done_; }
+  void on_recv(std::uint64_t id, std::size_t bytes) override;
+  bool done() const override {
+    const std::size_t total = pieces_ * static_cast<std::size_t>(ranks_ - 1);
+    return sends_done_ == total && recvs_done_ == total && decoded_ == pieces_;
+  }
+  bool work() override;
+  int origin(std::size_t step) const { return ((rank_ - static_cast<int>(step) - 1) % ranks_ + ranks_) % ranks_; }
+
+  int rank_ = 0, ranks_ = 1;
+  std::size_t pieces_ = 0, slot_ = 0, decoded_ = 0;
+  char* recv_ = nullptr;
+  DecodeFn decode_;
+  std::vector<std::size_t> sizes_;
+  std::vector<std::uint32_t> arrived_;  // per piece: messages of other ranks in
   std::size_t sends_done_ = 0, recvs_done_ = 0;
 };
 

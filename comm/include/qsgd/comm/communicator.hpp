@@ -89,6 +89,15 @@ class PeerWatch {
   void check() const {
     if (limit_s_ > 0 && std::chrono::duration<double>(Clock::now() - last_).count() > limit_s_) expired();
   }
+  // The pause of a test loop that found nothing done: a yield of the core
+  // while the last progress is recent (under pause_spin_s), then a sleep of
+  // pause_sleep_s. Ranks may outnumber cores (K = 4 on 2 here), and a rank
+  // that spins on yield keeps taking time slices from the rank that shares
+  // its core and has work to do (docs/exchange.md, "Waiting"); the sleep
+  // bounds what a long wait costs the others at 50 us of latency added to
+  // waits that are already that long.
+  void pause() const;
+  static constexpr double pause_spin_s = 200e-6, pause_sleep_s = 50e-6;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -100,7 +109,7 @@ class PeerWatch {
   Clock::time_point last_;
 };
 
-// Waits for reqs[0, n), watched: MPI_Testall and a yield of the core in a loop.
+// Waits for reqs[0, n), watched: MPI_Testall and PeerWatch::pause() in a loop.
 void wait_all(int n, MPI_Request* reqs, MPI_Comm comm, double limit_s, const MpiSite& site);
 
 class Communicator {
