@@ -15,6 +15,10 @@
 // in rank order) as soon as piece j of every rank is in, while later pieces
 // are still on the wire (detail/p2p.hpp PieceAllgather). Element i's sum is
 // the same whatever the pieces, so the bits equal the library transport's.
+// A rank's own term comes from the levels it quantized (accumulate_levels:
+// the float operations of decode_accumulate) rather than from decoding its
+// own pieces, where the codec keeps levels (not the fixed-width code, which
+// quantizes while packing and stores none).
 // Transport library: one message per rank; the metadata are allgathered
 // first (MPI_Iallgather), then the messages (MPI_Iallgatherv).
 // Cost per rank: one encode of n, K decodes of n; receives the other K-1
@@ -81,7 +85,7 @@ class Allgather final : public ExchangeBase<E> {
     op.recv.reserve(slot_words * pieces * static_cast<std::uint64_t>(K));
     op.out_bytes.assign(pieces, 0);
     const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
-    this->prepare_slices(op, k);
+    this->prepare_slices(op, k, true);  // keeps this rank's levels: it adds them without decoding its pieces
     op.phase = 3;
     auto encode = [this, &op, slot_words, k](std::size_t j) {
       const std::uint64_t lo = op.bounds[j], len = op.bounds[j + 1] - lo;
@@ -112,6 +116,13 @@ class Allgather final : public ExchangeBase<E> {
     for (int r = 0; r < K; ++r) {
       const std::size_t off = (static_cast<std::size_t>(r) * pieces + j) * slot_words;
       std::uint64_t words;
+      if (r == me && op.own_levels) {  // the bits its message decodes to, from the levels it holds
+        const auto t0 = Clock::now();
+        accumulate_levels(this->exec_, this->slice_levels(op, lo, len), this->weight(), out);
+        this->exec_.fence();
+        op.stats.decode_s += seconds_since(t0);
+        continue;
+      }
       if (r == me) {
         words = op.out_bytes[j] / 8 - meta_words;
         this->decode_accumulate(op, r, op.send.span(j * slot_words + meta_words, words), words * 8,

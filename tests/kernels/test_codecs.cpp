@@ -590,6 +590,19 @@ CodecRun run_codec(const qsgd::CodecConfig& cfg, const Values& v, std::uint64_t 
   r.values = to_host(vals, n);
   r.acc = to_host(acc, n);
   r.levels = to_host(q).levels;
+  if (qsgd::is_quantized(cfg.codec)) {
+    // accumulate_levels on the message's levels: the bits of decode_accumulate
+    // (what an allgather rank adds for its own message without decoding it).
+    const Values acc2 = to_device(random_acc(n, n + 3));
+    qsgd::accumulate_levels(Exec(), q, weight, acc2);
+    const std::vector<float> a2 = to_host(acc2, n);
+    for (std::uint64_t i = 0; i < n; ++i)
+      if (float_bits(a2[i]) != float_bits(r.acc[i])) {
+        ADD_FAILURE() << "accumulate_levels differs from decode_accumulate at " << i << ": " << a2[i] << " vs "
+                      << r.acc[i];
+        break;
+      }
+  }
   if (cfg.codec == CodecKind::rans && n > 0) {
     std::vector<std::uint64_t> w = e.words;
     const std::uint64_t nb = (n + e.h.d - 1) / e.h.d;

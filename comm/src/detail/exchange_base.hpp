@@ -137,7 +137,9 @@ struct Op {
   RingAllgather ring_gather;
   PieceAllgather piece_gather;
   PairwiseExchange pairwise;
-  bool whole = false;  // slices are views of one quantization of the whole vector (prepare_slices)
+  bool whole = false;     // slices are views of one quantization of the whole vector (prepare_slices)
+  bool own_levels = false;  // own: the levels of this rank's quantization, kept until decoded (allgather)
+  Quantized<Mem> own;
   Schedule* schedule = nullptr;
   bool on_wire = false;     // a network interval is open
   std::string poll_error;  // what poll() met; raised by the next drive()
@@ -378,29 +380,51 @@ class ExchangeBase : public Exchange<ExecSpace> {
     return partition_align(is_quantized(cc.codec), effective_bucket(cc, n), n);
   }
 
-  // Call once per operation before encode_slice().
-  void prepare_slices(OpT& op, const RngKey& k) {
+  // Call once per operation before encode_slice(). With keep_levels (and a
+  // quantized codec that does not fuse quantization into its encoder), every
+  // slice's levels stay in op.own until the operation ends: slice_levels()
+  // gives them to accumulate_levels().
+  void prepare_slices(OpT& op, const RngKey& k, bool keep_levels = false) {
     const CodecConfig& cc = codec_.config();
-    op.whole = is_quantized(cc.codec) && effective_bucket(cc, op.n) >= op.n;
+    const bool quant = is_quantized(cc.codec);
+    op.whole = quant && effective_bucket(cc, op.n) >= op.n;
+    op.own_levels = keep_levels && quant && cc.codec != CodecKind::fixed;
+    if (op.own_levels)
+      op.own.reshape(op.n, static_cast<std::uint32_t>(effective_bucket(cc, op.n)), cc.s, cc.norm,
+                     QuantizerKind::stochastic);
     if (!op.whole) return;
     const auto t0 = Clock::now();
-    quantize(exec_, cc, op.grad, op.n, k, q_);
+    quantize(exec_, cc, op.grad, op.n, k, op.own);
     exec_.fence();
     op.stats.quantize_s += seconds_since(t0);
   }
 
   // Encodes slice [lo, lo + len) of op.grad into out; returns bytes.
   std::size_t encode_slice(OpT& op, std::uint64_t lo, std::uint64_t len, const RngKey& k, const words_view& out) {
-    if (!op.whole) return encode(op, Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out, lo);
+    if (!op.whole && !op.own_levels)
+      return encode(op, Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, out, lo);
+    Quantized<memory_space> qc = slice_levels(op, lo, len);
+    if (!op.whole) {  // quantized on its own, into its place in op.own
+      const auto t0 = Clock::now();
+      quantize(exec_, codec_.config(), Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len, k, qc, lo);
+      exec_.fence();
+      op.stats.quantize_s += seconds_since(t0);
+    }
     const auto t0 = Clock::now();
-    Quantized<memory_space> qc = q_;  // shares storage
-    qc.n = len;
-    const std::uint64_t b0 = lo / qc.d, nb = len == 0 ? 0 : (len + qc.d - 1) / qc.d;
-    qc.levels = Kokkos::subview(q_.levels, Kokkos::make_pair(lo, lo + len));
-    qc.scales = Kokkos::subview(q_.scales, Kokkos::make_pair(b0, b0 + nb));
     const std::size_t bytes = codec_.encode(qc, out);
     op.stats.encode_s += seconds_since(t0);
     return bytes;
+  }
+
+  // The slice [lo, lo + len) of op.own (shares its storage; lo a multiple of
+  // the bucket size, or the vector one bucket).
+  static Quantized<memory_space> slice_levels(const OpT& op, std::uint64_t lo, std::uint64_t len) {
+    Quantized<memory_space> qc = op.own;
+    qc.n = len;
+    const std::uint64_t b0 = lo / qc.d, nb = len == 0 ? 0 : (len + qc.d - 1) / qc.d;
+    qc.levels = Kokkos::subview(op.own.levels, Kokkos::make_pair(lo, lo + len));
+    qc.scales = Kokkos::subview(op.own.scales, Kokkos::make_pair(b0, b0 + nb));
+    return qc;
   }
 
   // acc[0, h.n) += w * decode(msg); a failure names `source` as the sender.
