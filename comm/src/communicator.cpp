@@ -112,11 +112,7 @@ void wait_all(int n, MPI_Request* reqs, MPI_Comm comm, double limit_s, const Mpi
 }
 
 void PeerWatch::pause() const {
-  const double idle = std::chrono::duration<double>(Clock::now() - last_).count();
-  if (idle < pause_spin_s)
-    std::this_thread::yield();  // as Open MPI's own blocking wait does with mpi_yield_when_idle
-  else
-    std::this_thread::sleep_for(std::chrono::duration<double>(pause_sleep_s));
+  std::this_thread::yield();  // as Open MPI's own blocking wait does with mpi_yield_when_idle
 }
 
 Communicator Communicator::world() { return Communicator(MPI_COMM_WORLD); }

@@ -89,15 +89,11 @@ class PeerWatch {
   void check() const {
     if (limit_s_ > 0 && std::chrono::duration<double>(Clock::now() - last_).count() > limit_s_) expired();
   }
-  // The pause of a test loop that found nothing done: a yield of the core
-  // while the last progress is recent (under pause_spin_s), then a sleep of
-  // pause_sleep_s. Ranks may outnumber cores (K = 4 on 2 here), and a rank
-  // that spins on yield keeps taking time slices from the rank that shares
-  // its core and has work to do (docs/exchange.md, "Waiting"); the sleep
-  // bounds what a long wait costs the others at 50 us of latency added to
-  // waits that are already that long.
+  // The pause of a test loop that found nothing done: a yield of the core,
+  // as Open MPI's own blocking wait does with mpi_yield_when_idle. (Sleeping
+  // once a wait grows long was measured and rejected: docs/exchange.md,
+  // "Waiting on shared cores".)
   void pause() const;
-  static constexpr double pause_spin_s = 200e-6, pause_sleep_s = 50e-6;
 
  private:
   using Clock = std::chrono::steady_clock;
