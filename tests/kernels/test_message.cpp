@@ -577,6 +577,36 @@ TEST(UntrustedInput, CorruptPayloadWithValidChecksum) {
   }
 }
 
+// Dense Elias levels above the header's s are corrupt, also where the table
+// decoder (several short codewords per look-up, detail/elias.hpp) reads them.
+// The table holds magnitudes up to 31 whatever s is, so only its per-entry
+// bound against s stands between such a level and the output. Messages of
+// s = 16 relabelled with a smaller s and resealed: a Gaussian one (levels up
+// to 16 everywhere), and one whose single non-zero level (16, at the start of
+// a bucket and a chunk, 12 bits with its sign) is read by a table look-up.
+TEST(UntrustedInput, EliasDenseLevelsAboveSAreCorrupt) {
+  std::vector<Sample> samples = {make_sample(CodecKind::elias_dense, 300, 16),
+                                 make_sample(CodecKind::elias_dense, 5000, 16)};
+  Sample one;
+  one.cfg = config(CodecKind::elias_dense, 16, 64, Norm::max, 64);
+  std::vector<float> v(128, 0.0f);
+  v[64] = -2.5f;
+  Codec codec(one.cfg);
+  one.e = encode_values(codec, to_device(v, v.size()), v.size(), qsgd::RngKey{1, 2, 3, 4});
+  one.name = "one level";
+  samples.push_back(one);
+  for (const Sample& smp : samples) {
+    const std::uint64_t n = smp.e.h.n;
+    for (std::uint32_t s : {15u, 7u, 3u, 1u}) {
+      std::vector<std::uint64_t> w = smp.e.words;
+      reinterpret_cast<qsgd::MessageHeader*>(w.data())->s = s;
+      reseal(w, smp.e.bytes);
+      expect_rejected(w, smp.e.bytes, n + 100, "elias-dense " + smp.name + " relabelled s=" + std::to_string(s),
+                      true);
+    }
+  }
+}
+
 // rANS structure forged behind a valid checksum: each frequency-table fault
 // and each chunk fault is a corrupt message from every decoding entry point,
 // and the error names the table or the chunk.

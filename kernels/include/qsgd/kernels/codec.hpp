@@ -57,6 +57,9 @@ class Codec {
     Kokkos::deep_copy(crc_table_, host_table);
     omega_table_ = Kokkos::View<std::uint64_t*, memory_space>("qsgd::omega_table", detail::omega_table_size);
     detail::fill_omega_table(exec_, omega_table_);
+    dense_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::elias_dense_table", detail::dense_table_size);
+    detail::fill_dense_table(exec_, dense_table_, cfg_.s);
+    dense_table_s_ = cfg_.s;
   }
 
   const CodecConfig& config() const { return cfg_; }
@@ -351,9 +354,15 @@ class Codec {
       if (bad != detail::no_index) detail::throw_corrupt(h, "invalid rANS chunk " + std::to_string(bad));
       return h;
     }
+    if (codec == CodecKind::elias_dense && h.s != dense_table_s_) {  // a message of another s: its own table
+      detail::fill_dense_table(exec_, dense_table_, h.s);
+      dense_table_s_ = h.s;
+    }
     bad = codec == CodecKind::elias_sparse
-              ? detail::decode_elias<true>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink)
-              : detail::decode_elias<false>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, sink);
+              ? detail::decode_elias<true>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk,
+                                           dense_table_, sink)
+              : detail::decode_elias<false>(exec_, offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk,
+                                            dense_table_, sink);
     if (bad != detail::no_index) detail::throw_corrupt(h, "invalid code in chunk " + std::to_string(bad));
     return h;
   }
@@ -512,6 +521,8 @@ class Codec {
   Kokkos::View<std::uint32_t*, memory_space> crc_blocks_;
   Kokkos::View<std::uint32_t*, memory_space> crc_table_;
   Kokkos::View<std::uint64_t*, memory_space> omega_table_;
+  Kokkos::View<std::uint32_t*, memory_space> dense_table_;  // Elias dense decoding, detail/elias.hpp
+  std::uint32_t dense_table_s_ = 0;                          // the s dense_table_ was built for
   Kokkos::View<std::uint64_t*, memory_space> rans_counts_;
   Kokkos::View<detail::RansEncSym*, memory_space> rans_enc_;
   Kokkos::View<std::uint64_t*, memory_space> rans_dec_;

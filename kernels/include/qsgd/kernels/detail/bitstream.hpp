@@ -107,6 +107,16 @@ struct BitReader {
 
   KOKKOS_INLINE_FUNCTION std::uint64_t remaining() const { return end - pos; }
 
+  // The next `len` bits (1 <= len <= 64) without consuming them. Requires
+  // len <= remaining(): no word outside the range is read.
+  KOKKOS_INLINE_FUNCTION std::uint64_t peek(std::uint32_t len) const {
+    const std::uint64_t w = pos >> 6;
+    const std::uint32_t off = static_cast<std::uint32_t>(pos & 63);
+    std::uint64_t hi = words(w) << off;
+    if (off + len > 64) hi |= words(w + 1) >> (64 - off);
+    return hi >> (64 - len);
+  }
+
   // Next `len` bits (1 <= len <= 64) as an integer, first bit most significant.
   KOKKOS_INLINE_FUNCTION std::uint64_t get(std::uint32_t len) {
     if (len > end - pos) {

@@ -46,6 +46,61 @@ void fill_omega_table(const ExecSpace& exec, const TableView& tab) {
       });
 }
 
+// ---- dense-code decoding table ----------------------------------------------
+// The next 12 bits of a dense chunk -> the whole codewords (omega(|l| + 1),
+// then the sign bit when l != 0) that fit in them, up to three, of levels
+// |l| <= s: one look-up decodes several short codewords (a 4-bit level at
+// max norm takes 1-4 bits most of the time). A codeword of a level above s
+// ends the entry, so it reaches the bit-serial path, which reports it.
+// Entry: bits 0-1 count (0: no whole codeword of a valid level; decode bit
+// by bit), 2-5 bits consumed, then per symbol its level as a signed 8-bit
+// integer from bit 6, first symbol lowest; unused symbols are 0.
+constexpr std::uint32_t dense_peek_bits = 12;
+constexpr std::uint64_t dense_table_size = std::uint64_t(1) << dense_peek_bits;
+constexpr std::uint32_t dense_table_symbols = 3;
+constexpr std::uint64_t dense_segment = 256;  // coordinates decoded before they are delivered
+constexpr int dense_group = 2;                // chunks one work item decodes side by side
+
+KOKKOS_INLINE_FUNCTION std::uint32_t dense_table_entry(std::uint32_t pattern, std::uint32_t s) {
+  constexpr std::uint32_t w = dense_peek_bits;
+  std::uint32_t pos = 0, count = 0, syms = 0;
+  while (count < dense_table_symbols) {
+    std::uint32_t q = pos;
+    std::uint32_t nval = 1;
+    bool whole = false;
+    while (q < w) {  // omega: a 0 ends the codeword; a 1 and nval more bits form the next value
+      if (((pattern >> (w - 1 - q++)) & 1u) == 0) {
+        whole = true;
+        break;
+      }
+      if (nval > w - q) break;
+      std::uint32_t rest = 0;
+      for (std::uint32_t k = 0; k < nval; ++k) rest = (rest << 1) | ((pattern >> (w - 1 - q++)) & 1u);
+      nval = (1u << nval) | rest;
+    }
+    if (!whole || nval - 1 > s) break;
+    const std::uint32_t mag = nval - 1;  // at most 16: a longer codeword does not fit in 12 bits
+    std::uint32_t neg = 0;
+    if (mag != 0) {
+      if (q >= w) break;
+      neg = (pattern >> (w - 1 - q++)) & 1u;
+    }
+    const std::uint32_t level = neg != 0 ? (0u - mag) & 0xFFu : mag;
+    syms |= level << (8 * count);
+    pos = q;
+    ++count;
+  }
+  return count | (pos << 2) | (syms << 6);
+}
+
+// The table for levels up to s.
+template <class ExecSpace, class TableView>
+void fill_dense_table(const ExecSpace& exec, const TableView& tab, std::uint32_t s) {
+  Kokkos::parallel_for(
+      "qsgd::elias_dense_table", Kokkos::RangePolicy<ExecSpace>(exec, 0, dense_table_size),
+      KOKKOS_LAMBDA(std::uint64_t p) { tab(p) = dense_table_entry(static_cast<std::uint32_t>(p), s); });
+}
+
 KOKKOS_INLINE_FUNCTION std::uint64_t magnitude_of(std::int32_t l) {
   return static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l);
 }
@@ -167,6 +222,167 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
       });
 }
 
+// One dense chunk being decoded: its reader, a 64-bit window on it (buf: the
+// `avail` bits at rd.pos, first bit highest), its bucket, and the levels of
+// its current segment of up to dense_segment coordinates (lv).
+template <class WordView>
+struct DenseChunk {
+  BitReader<WordView> rd{WordView(), 0, 0};
+  std::uint64_t buf = 0;
+  std::uint32_t avail = 0;
+  std::uint64_t i = 0, i1 = 0;  // next coordinate to deliver, end of the chunk
+  std::uint64_t bucket = 0, bucket_end = 0;
+  LevelUnit unit;
+  bool ok = false;
+  std::int32_t lv[dense_segment + 2 * dense_table_symbols];
+
+  KOKKOS_INLINE_FUNCTION void open(const WordView& w, std::uint64_t start, std::uint64_t end, std::uint64_t i0,
+                                    std::uint64_t i1_, bool ok_) {
+    rd = BitReader<WordView>(w, start, ok_ ? end : start);
+    buf = 0;
+    avail = 0;
+    i = i0;
+    i1 = ok_ ? i1_ : i0;
+    bucket = bucket_end = 0;
+    ok = ok_;
+  }
+
+  // At least `need` bits in the window, if the chunk has them.
+  KOKKOS_INLINE_FUNCTION bool window(std::uint32_t need) {
+    if (avail >= need) return true;
+    const std::uint64_t left = rd.remaining();
+    const std::uint32_t r = left < 64 ? static_cast<std::uint32_t>(left) : 64u;
+    if (r < need) return false;
+    buf = r == 64 ? rd.peek(64) : rd.peek(r) << (64 - r);
+    avail = r;
+    return true;
+  }
+  // One table look-up into lv[j, j + 3) (all three slots written, j advanced
+  // by the count); false, nothing consumed, when the window's first codeword
+  // is not in the table. Needs 12 bits in the window.
+  template <class TableView>
+  KOKKOS_INLINE_FUNCTION bool step(const TableView& tab, std::uint64_t& j) {
+    const std::uint32_t e = tab(buf >> (64 - dense_peek_bits));
+    if ((e & 3u) == 0) return false;
+    for (std::uint32_t k = 0; k < dense_table_symbols; ++k)
+      lv[j + k] = static_cast<std::int8_t>(static_cast<std::uint8_t>(e >> (6 + 8 * k)));
+    const std::uint32_t used = (e >> 2) & 15u;
+    rd.pos += used;
+    buf <<= used;
+    avail -= used;
+    j += e & 3u;
+    return true;
+  }
+  // lv[j, m): table look-ups where three slots fit and 12 bits remain, one
+  // codeword bit by bit otherwise (levels up to s). False on an invalid code.
+  template <class TableView>
+  KOKKOS_INLINE_FUNCTION bool fill(const TableView& tab, std::uint32_t s, std::uint64_t j, std::uint64_t m) {
+    while (j < m) {
+      while (j + 2 * dense_table_symbols <= m && window(2 * dense_peek_bits))
+        if (!step(tab, j) || !step(tab, j)) break;
+      if (j >= m) break;
+      if (j + dense_table_symbols <= m && window(dense_peek_bits) && step(tab, j)) continue;
+      avail = 0;  // the bit-serial path moves rd.pos: the window is stale
+      const std::uint64_t k = rd.omega(std::uint64_t(s) + 1);
+      if (k == 0) return false;
+      const std::uint64_t l = k - 1;
+      const bool neg = l != 0 && rd.get(1) != 0;
+      if (rd.overrun) return false;
+      lv[j++] = neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l);
+    }
+    return true;
+  }
+  // lv[0, m) to coordinates [i, i + m), bucket by bucket.
+  template <class ScaleView, class Sink>
+  KOKKOS_INLINE_FUNCTION void deliver(const ScaleView& scales, std::uint32_t d, std::uint32_t s, std::uint64_t m,
+                                      const Sink& sink) {
+    for (std::uint64_t p = 0; p < m;) {
+      if (i + p == bucket_end) {
+        ++bucket;
+        bucket_end += d;
+        unit = LevelUnit(scales(bucket), s);
+      }
+      const std::uint64_t q = bucket_end - i < m ? bucket_end - i : m;
+      for (; p < q; ++p) sink.put(i + p, lv[p], unit);
+    }
+    i += m;
+  }
+};
+
+/*
+ * decode_elias_dense (decode_elias<false>)
+ * Algorithm: one work item per pair of chunks, decoded side by side so that
+ *   the two chains of table look-ups (each look-up needs the bits the one
+ *   before consumed) overlap. Per segment of up to dense_segment coordinates
+ *   and chunk: (1) the levels into the chunk's local array: look-ups in the
+ *   dense table (dense_table_entry, built for the message's s by the caller:
+ *   Codec::decode_body), two per chunk and round while both chunks have room,
+ *   then the chunk alone, and one codeword bit by bit where the table does
+ *   not hold it whole or 12 bits do not remain; (2) the levels to the sink,
+ *   bucket by bucket. A chunk that fails delivers nothing of its segment.
+ * Validity and the bad-chunk report are those of the bit-serial decoder.
+ */
+template <class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
+std::uint64_t decode_elias_dense(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                                 std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
+                                 std::uint32_t s, std::uint32_t chunk, const TableView& tab, const Sink& sink) {
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  std::uint64_t first_bad = no_index;
+  if (nchunks == 0) return first_bad;
+  Kokkos::parallel_reduce(
+      "qsgd::decode[elias-dense]", Kokkos::RangePolicy<ExecSpace>(exec, 0, ceil_div(nchunks, dense_group)),
+      KOKKOS_LAMBDA(std::uint64_t group, std::uint64_t& bad) {
+        constexpr int G = dense_group;
+        DenseChunk<WordView> ch[G];
+        for (int g = 0; g < G; ++g) {
+          const std::uint64_t c = G * group + static_cast<std::uint64_t>(g);
+          const std::uint64_t i0 = c * chunk, i1 = c < nchunks ? (i0 + chunk < n ? i0 + chunk : n) : i0;
+          const std::uint64_t start = c < nchunks ? offsets(c) : 0;
+          const std::uint64_t end = c + 1 < nchunks ? offsets(c + 1) : payload_bits;
+          const bool ok = c < nchunks && !((c == 0 && start != 0) || start > end || end > payload_bits);
+          if (c < nchunks && !ok && c < bad) bad = c;
+          ch[g].open(payload, start, end, i0, i1, ok);
+          if (ok) {
+            ch[g].bucket = i0 / d;
+            ch[g].bucket_end = (ch[g].bucket + 1) * d;
+            ch[g].unit = LevelUnit(scales(ch[g].bucket), s);
+          }
+        }
+        constexpr std::uint64_t room = 2 * dense_table_symbols;
+        for (;;) {
+          std::uint64_t m[G], j[G];
+          bool any = false;
+          for (int g = 0; g < G; ++g) {
+            const std::uint64_t left = ch[g].ok ? ch[g].i1 - ch[g].i : 0;
+            m[g] = left < dense_segment ? left : dense_segment;
+            j[g] = 0;
+            any = any || m[g] > 0;
+          }
+          if (!any) break;
+          // All chunks side by side, two look-ups each per round, while all have room.
+          for (bool go = true; go;) {
+            for (int g = 0; g < G; ++g)
+              go = go && j[g] + room <= m[g] && ch[g].window(2 * dense_peek_bits);
+            for (int g = 0; go && g < G; ++g) go = ch[g].step(tab, j[g]) && ch[g].step(tab, j[g]);
+          }
+          for (int g = 0; g < G; ++g) {
+            if (m[g] == 0) continue;
+            ch[g].ok = ch[g].fill(tab, s, j[g], m[g]);
+            if (ch[g].ok) ch[g].deliver(scales, d, s, m[g], sink);
+          }
+        }
+        for (int g = 0; g < G; ++g) {
+          const std::uint64_t c = G * group + static_cast<std::uint64_t>(g);
+          if (c >= nchunks) continue;
+          if (!ch[g].ok || ch[g].rd.overrun || ch[g].rd.pos != ch[g].rd.end) {
+            if (c < bad) bad = c;
+          }
+        }
+      },
+      Kokkos::Min<std::uint64_t>(first_bad));
+  return first_bad;
+}
+
 /*
  * decode_elias<Sparse>
  * Purpose: decode and validate every chunk in parallel.
@@ -177,16 +393,18 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
  * Cost: reads the payload once plus scales; the sink writes 4n bytes.
  * Returns the first bad chunk, or no_index.
  */
-template <bool Sparse, class ExecSpace, class OffView, class WordView, class ScaleView, class Sink>
+template <bool Sparse, class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
 std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
                            std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
-                           std::uint32_t s, std::uint32_t chunk, const Sink& sink) {
+                           std::uint32_t s, std::uint32_t chunk, const TableView& dense_table, const Sink& sink) {
+  if constexpr (!Sparse) {
+    return decode_elias_dense(exec, offsets, payload, payload_bits, scales, n, d, s, chunk, dense_table, sink);
+  }
   const std::uint64_t nchunks = ceil_div(n, chunk);
   std::uint64_t first_bad = no_index;
   if (nchunks == 0) return first_bad;
   Kokkos::parallel_reduce(
-      Sparse ? "qsgd::decode[elias-sparse]" : "qsgd::decode[elias-dense]",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks),
+      "qsgd::decode[elias-sparse]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks),
       KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& bad) {
         const std::uint64_t i0 = c * chunk;
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
@@ -201,7 +419,7 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
         std::uint64_t bucket_end = (bucket + 1) * d;
         LevelUnit unit(scales(bucket), s);
         bool ok = true;
-        if (Sparse) {
+        {
           const std::uint64_t count1 = rd.omega(i1 - i0 + 1);
           ok = count1 != 0;
           const std::uint64_t count = ok ? count1 - 1 : 0;
@@ -226,20 +444,6 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
           }
           if (ok)
             for (; next < i1; ++next) sink.zero(next);
-        } else {
-          for (std::uint64_t i = i0; i < i1; ++i) {
-            if (i == bucket_end) {
-              ++bucket;
-              bucket_end += d;
-              unit = LevelUnit(scales(bucket), s);
-            }
-            const std::uint64_t k = rd.omega(std::uint64_t(s) + 1);
-            if (k == 0) { ok = false; break; }
-            const std::uint64_t l = k - 1;
-            const bool neg = l != 0 && rd.get(1) != 0;
-            if (rd.overrun) { ok = false; break; }
-            sink.put(i, neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l), unit);
-          }
         }
         if (!ok || rd.overrun || rd.pos != end) {
           if (c < bad) bad = c;
