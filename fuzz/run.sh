@@ -121,13 +121,22 @@ for h in "${harnesses[@]}"; do
   # Plain mode ends with "#N<tab>DONE cov: C ft: F corp: U/S"; fork mode
   # prints "#N: cov: C ft: F corp: U exec/s ..." lines, the last the total.
   last="$(grep -E '^#[0-9]+:?[[:space:]]+(DONE|INITED|NEW|REDUCE|pulse|cov:)' "$log" | tail -1 || true)"
-  execs="$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | awk '{print $2}' | tail -1 || true)"
-  [ -n "$execs" ] || execs="$(echo "$last" | grep -oE '^#[0-9]+' | tr -d '#' || true)"
+  # Fork mode's parent runs no input itself: its final stat line says 0, and
+  # the last "#N:" line holds the children's total.
+  execs="$(echo "$last" | grep -oE '^#[0-9]+' | tr -d '#' || true)"
+  if [ "$keep_going" = 0 ] || [ -z "$execs" ]; then
+    stat="$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | awk '{print $2}' | tail -1 || true)"
+    [ -z "$stat" ] || execs="$stat"
+  fi
   cov="$(echo "$last" | grep -oE 'cov: [0-9]+' | awk '{print $2}' || true)"
   ft="$(echo "$last" | grep -oE 'ft: [0-9]+' | awk '{print $2}' || true)"
   units="$(find "$dir/corpus" -type f | wc -l)"
   report+=("$(printf '%-15s %6ss %12s %7s %7s %8s %8s' "$h" "$took" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$units" "$found")")
-  if [ "$rc" != 0 ] || [ "$found" != 0 ]; then
+  if [ "$rc" = 72 ] && [ "$found" = 0 ]; then
+    # libFuzzer's exit code when interrupted (SIGINT/SIGTERM): not a finding.
+    echo "fuzz: $h: interrupted after ${took} s, no finding; log $log" >&2
+    status=1
+  elif [ "$rc" != 0 ] || [ "$found" != 0 ]; then
     status=1
     echo "fuzz: $h: FINDING (exit $rc); log $log" >&2
     grep -E 'contract violated|ERROR: |runtime error|SUMMARY' "$log" | head -5 >&2 || true
