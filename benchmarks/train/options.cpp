@@ -238,8 +238,7 @@ Options parse_checked(int argc, char** argv) {
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
   comm::parse_strategy(o.strategy);  // throws on unknown names
-  if (o.strategy == "allreduce") o.codec = CodecKind::fp32;
-  if (o.strategy == "allreduce16" && o.codec != CodecKind::fp16 && o.codec != CodecKind::bf16) o.codec = CodecKind::bf16;
+  o.codec = comm::effective_codec(o.exchange_config()).codec;  // the strategy's rule (exchange.hpp)
   if (is_quantized(o.codec) && !bits_given) o.naming = "4bit(paper,s=16)";
   if (!is_quantized(o.codec)) o.naming = to_string(o.codec);
   CodecConfig c;

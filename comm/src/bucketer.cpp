@@ -123,19 +123,12 @@ void Bucketer<E>::plan() {
   desc << sizes_.size() << " tensors, " << total << " elements, fusion " << cfg_.fusion_bytes << " bytes, layer filter "
        << cfg_.layer_filter;
   const std::string bad = comm.mismatch(h, "bucketer plan (tensor sizes, thresholds)", desc.str());
-  if (!bad.empty()) {
-    const ErrorPolicy p = compressed_.config().on_error;
-    if (p == ErrorPolicy::abort || (p == ErrorPolicy::automatic && !comm.is_serial()))
-      comm.abort(exit_config_mismatch, bad, /*collective=*/true);
-    throw ExchangeError(Errc::invalid_argument, exit_config_mismatch,
-                        "qsgd: rank " + std::to_string(comm.rank()) + ": " + bad);
-  }
+  if (!bad.empty())
+    raise_error(compressed_.config().on_error, comm, Errc::invalid_argument, exit_config_mismatch, bad, true);
 
   auto align_of = [](const Exchange<E>& ex) -> std::uint64_t {
-    const CodecConfig& c = ex.config().codec;
-    const StrategyKind k = ex.config().strategy;
-    const bool quant = k != StrategyKind::allreduce && k != StrategyKind::allreduce16 && is_quantized(c.codec);
-    return quant && c.d > 0 ? c.d : 1;
+    const CodecConfig c = effective_codec(ex.config());
+    return is_quantized(c.codec) && c.d > 0 ? c.d : 1;
   };
   const std::uint64_t align_c = align_of(compressed_), align_d = align_of(dense_);
   const std::uint64_t cap = cfg_.fusion_bytes / sizeof(float);

@@ -50,8 +50,14 @@ static Transport effective_transport(const ExchangeConfig& cfg) {
   return cfg.strategy == StrategyKind::param_server ? Transport::library : cfg.transport;
 }
 
-// The codec fields a strategy actually uses (allreduce ignores the codec).
-static CodecConfig effective_codec(const ExchangeConfig& cfg) {
+void raise_error(ErrorPolicy policy, const Communicator& comm, Errc code, int exit_code, const std::string& what,
+                 bool collective) {
+  const bool do_throw = policy == ErrorPolicy::throw_error || (policy == ErrorPolicy::automatic && comm.is_serial());
+  if (!do_throw) comm.abort(exit_code, what, collective);
+  throw ExchangeError(code, exit_code, "qsgd: rank " + std::to_string(comm.rank()) + ": " + what);
+}
+
+CodecConfig effective_codec(const ExchangeConfig& cfg) {
   CodecConfig c = cfg.codec;
   if (cfg.strategy == StrategyKind::allreduce) c = CodecConfig{CodecKind::fp32, 0, 0, Norm::none, 0};
   if (cfg.strategy == StrategyKind::allreduce16)
@@ -143,14 +149,8 @@ std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const C
   if (!cfg.fault.enabled) cfg.fault = FaultInjection::from_env();
   // Compare before validating, so that every rank takes the same branch.
   const std::string bad = comm.mismatch(config_hash(cfg, comm.size()), "exchange configuration", describe(cfg));
-  if (!bad.empty()) {
-    const bool do_throw =
-        cfg.on_error == ErrorPolicy::throw_error || (cfg.on_error == ErrorPolicy::automatic && comm.is_serial());
-    if (!do_throw) comm.abort(exit_config_mismatch, bad, /*collective=*/true);
-    throw ExchangeError(Errc::invalid_argument, exit_config_mismatch,
-                        "qsgd: rank " + std::to_string(comm.rank()) + ": " + bad);
-  }
-  if (cfg.strategy != StrategyKind::allreduce && cfg.strategy != StrategyKind::allreduce16) validate(cfg.codec);
+  if (!bad.empty()) raise_error(cfg.on_error, comm, Errc::invalid_argument, exit_config_mismatch, bad, true);
+  validate(effective_codec(cfg));
   if (cfg.segment_bytes == 0 || cfg.window == 0)
     throw Error(Errc::invalid_argument, "exchange: segment_bytes and window must be at least 1");
   switch (cfg.strategy) {

@@ -166,7 +166,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
       : cfg_(cfg),
         comm_(comm),
         exec_(exec),
-        codec_(codec_for(cfg), exec),
+        codec_(effective_codec(cfg), exec),
         name_(to_string(cfg.strategy)),
         range_name_("comm/" + name_) {
     constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
@@ -286,13 +286,6 @@ class ExchangeBase : public Exchange<ExecSpace> {
   // Called once the op's requests have completed; runs the next phase and
   // posts its requests. Returns true when the result is in op.out.
   virtual bool next(OpT& op) = 0;
-
-  static CodecConfig codec_for(const ExchangeConfig& cfg) {
-    CodecConfig c = cfg.codec;
-    if (cfg.strategy == StrategyKind::allreduce) c.codec = CodecKind::fp32;
-    if (cfg.strategy == StrategyKind::allreduce16 && c.codec != CodecKind::fp16) c.codec = CodecKind::bf16;
-    return c;
-  }
 
   int ranks() const { return comm_.size(); }
   // No peer to talk to: collectives are local copies and nothing is sent
@@ -710,10 +703,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   [[noreturn]] void raise(Errc code, int exit_code, const std::string& what) {
-    const bool do_throw =
-        cfg_.on_error == ErrorPolicy::throw_error || (cfg_.on_error == ErrorPolicy::automatic && comm_.is_serial());
-    if (!do_throw) comm_.abort(exit_code, what);
-    throw ExchangeError(code, exit_code, "qsgd: rank " + std::to_string(rank()) + ": " + what);
+    raise_error(cfg_.on_error, comm_, code, exit_code, what);
   }
 
   ExchangeConfig cfg_;

@@ -123,6 +123,21 @@ struct ExchangeConfig {
   std::uint32_t window = 8;
 };
 
+// What an error does under `policy` on `comm`, the one place for the rule
+// (automatic: end the job under MPI, throw when serial): ends the job with
+// `exit_code` after printing "qsgd: rank R: <what>" (Communicator::abort;
+// collective: every rank reaches this call and they leave together), or
+// throws ExchangeError(code, exit_code, "qsgd: rank R: <what>").
+[[noreturn]] void raise_error(ErrorPolicy policy, const Communicator& comm, Errc code, int exit_code,
+                              const std::string& what, bool collective = false);
+
+// The codec a strategy really uses, the one place for the rule: allreduce
+// moves fp32 whatever cfg.codec says; allreduce16 moves fp16 when asked for
+// it and bf16 otherwise; the fields a codec does not use are zeroed (s, d
+// and norm of an unquantized codec, chunk of a fixed-length one), so that
+// configurations that behave the same describe and hash the same.
+CodecConfig effective_codec(const ExchangeConfig& cfg);
+
 // Hash of everything in `cfg` that all ranks must agree on, plus the rank count.
 std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks);
 std::string describe(const ExchangeConfig& cfg);
