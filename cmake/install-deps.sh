@@ -5,7 +5,7 @@
 #
 #   cmake/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
 #   cmake/install-deps.sh --python   also the Python stack used by summaries and plots
-#   cmake/install-deps.sh --torch    also PyTorch (the MLP-step yardstick, models/bench)
+#   cmake/install-deps.sh --torch    also PyTorch (the MLP-step yardstick, benchmarks/models)
 #   cmake/install-deps.sh --cuda     also what the CUDA build needs (non-free)
 #   cmake/install-deps.sh --slurm    also Slurm and munge (slurm/, tests/slurm);
 #                                    their services are not started

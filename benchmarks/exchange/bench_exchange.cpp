@@ -53,6 +53,7 @@
 
 #include "inputs.hpp"
 #include "provenance.hpp"
+#include "stats.hpp"
 #include "qsgd/comm.hpp"
 #include "qsgd/kernels.hpp"
 
@@ -265,19 +266,8 @@ struct Row {
   double rel_err = -1;
 };
 
-double median_of(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  const std::size_t m = x.size() / 2;
-  return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
-}
-
-// Nearest-rank percentile.
-double percentile(std::vector<double> x, double p) {
-  std::sort(x.begin(), x.end());
-  std::size_t k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(x.size())));
-  k = std::min(std::max<std::size_t>(k, 1), x.size());
-  return x[k - 1];
-}
+using qsgd::bench::median_of;
+using qsgd::bench::percentile;
 
 std::vector<double> max_over_ranks(std::vector<double> x) {
   MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(x.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -404,7 +394,7 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   row.n = n;
   row.samples = max_over_ranks(t);
   row.median = median_of(row.samples);
-  row.min = *std::min_element(row.samples.begin(), row.samples.end());
+  row.min = qsgd::bench::minimum_of(row.samples);
   row.p99 = percentile(row.samples, 0.99);
   row.quantize = median_of(max_over_ranks(q));
   row.encode = median_of(max_over_ranks(e));

@@ -12,7 +12,7 @@
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
 #     sweep           the main job's default sweep (cmake/run-main.sh) (~5 min)
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
-#                     (models/bench/compare_mlp_step.sh) (~2 min)
+#                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
 #     algorithms      the theory experiments of docs/algorithms.md (run_experiments.sh) (~2 min)
 #     accuracy        accuracy parity on Fashion-MNIST, K = 4, fp32 against 8-, 4- and 2-bit
 #                     QSGD, MLP and CNN (accuracy-experiment.sh) (~1 h; timings not reported)
@@ -85,7 +85,7 @@ for t in "${tables[@]}"; do
       cmake/run-main.sh --out "$ref/$t" ;;
     mlp-step)
       fresh "$t"
-      QSGD_BENCH_OUT="$ref/$t" models/bench/compare_mlp_step.sh | tee "$ref/$t/compare.txt" ;;
+      QSGD_BENCH_OUT="$ref/$t" benchmarks/models/compare_mlp_step.sh | tee "$ref/$t/compare.txt" ;;
     algorithms)
       fresh "$t"
       benchmarks/algorithms/run_experiments.sh "$ref/$t" ;;

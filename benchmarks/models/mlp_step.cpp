@@ -36,6 +36,7 @@
 
 #include "qsgd/models/detail/workspace.hpp"
 #include "qsgd/models/mlp.hpp"
+#include "stats.hpp"
 #include "qsgd/models/sgd.hpp"
 
 namespace m = qsgd::models;
@@ -146,12 +147,8 @@ struct Summary {
   double median, min, p99;
 };
 
-Summary summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  const auto p = static_cast<std::size_t>(0.99 * static_cast<double>(n - 1) + 0.5);
-  return {med, v.front(), v[std::min(p, n - 1)]};
+Summary summarize(const std::vector<double>& v) {
+  return {qsgd::bench::median_of(v), qsgd::bench::minimum_of(v), qsgd::bench::percentile(v, 0.99)};
 }
 
 std::string summary_json(const Summary& s) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Compares one MLP training step of qsgd::models with PyTorch's on one core.
 #
-#   models/bench/compare_mlp_step.sh [BENCH_BINARY] [extra args for both]
+#   benchmarks/models/compare_mlp_step.sh [BENCH_BINARY] [extra args for both]
 #
-# BENCH_BINARY defaults to build/release/models/bench/qsgd-bench-mlp-step
+# BENCH_BINARY defaults to build/release/benchmarks/models/qsgd-bench-mlp-step
 # (cmake --preset release && cmake --build --preset release). Both programs
 # run pinned to core $QSGD_BENCH_CORE (default 0) with one BLAS/OpenMP thread
 # and the same model, batch and optimizer; the extra arguments (--widths,
@@ -17,7 +17,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-bin="${1:-$root/build/release/models/bench/qsgd-bench-mlp-step}"
+bin="${1:-$root/build/release/benchmarks/models/qsgd-bench-mlp-step}"
 [ $# -gt 0 ] && shift
 core="${QSGD_BENCH_CORE:-0}"
 out="${QSGD_BENCH_OUT:-$(mktemp -d)}"
