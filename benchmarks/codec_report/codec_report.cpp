@@ -339,14 +339,7 @@ std::string json_number(double x) {
   return buf;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+using qsgd::bench::utc_now;
 
 std::string host_name() {
   char buf[256] = {};

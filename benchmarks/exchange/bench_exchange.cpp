@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "inputs.hpp"
+#include "mpi_provenance.hpp"
 #include "provenance.hpp"
 #include "stats.hpp"
 #include "qsgd/comm.hpp"
@@ -324,21 +325,9 @@ std::string json_number(double x) {
   return buf;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using qsgd::bench::utc_now;
 
-std::string mpi_library() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(buf, &len);
-  std::string s(buf, static_cast<std::size_t>(len));
-  const auto nl = s.find_first_of("\n,");
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
+using qsgd::bench::mpi_library;
 
 std::vector<std::string> host_names(int ranks) {
   char name[MPI_MAX_PROCESSOR_NAME] = {};

@@ -36,6 +36,7 @@
 
 #include "qsgd/models/detail/workspace.hpp"
 #include "qsgd/models/mlp.hpp"
+#include "dates.hpp"
 #include "stats.hpp"
 #include "qsgd/models/sgd.hpp"
 
@@ -52,8 +53,19 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
+// GCC 12 reports -Wmismatched-new-delete here once a caller's inlined
+// std::string pairs this operator delete with the operator new above, whose
+// malloc it cannot see through: a false positive (both replace the global
+// pair, malloc with free).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace {
 
@@ -252,9 +264,7 @@ int main(int argc, char** argv) {
 
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
-    char date[64];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    const std::string date = qsgd::bench::utc_now();
     const char* obt = std::getenv("OPENBLAS_NUM_THREADS");
     std::string affinity;
     {

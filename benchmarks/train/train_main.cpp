@@ -121,12 +121,6 @@ std::uint64_t params_hash(const qm::Model& m) {
   return qc::fnv1a(h.data(), h.extent(0) * sizeof(float));
 }
 
-std::string iso_date() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 std::string mpi_library_version(const qc::Communicator& comm) {
   char v[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -250,7 +244,7 @@ int run(const qsgd::train::Options& o, const qc::Communicator& world) {
     a["hdf5_version"] = qsgd::trace::hdf5_version();
     a["cuda_version"] = qsgd::bench::cuda_version();
     a["hosts"] = hosts;
-    a["date"] = iso_date();
+    a["date"] = qsgd::bench::utc_now();
     a["model_parameters"] = std::to_string(P);
     a["steps_per_epoch"] = std::to_string(steps_per_epoch);
     a["steps_per_full_epoch"] = std::to_string(shard_steps);

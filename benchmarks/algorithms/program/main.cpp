@@ -23,6 +23,7 @@
 #include <string>
 
 #include "experiments.hpp"
+#include "mpi_provenance.hpp"
 #include "provenance.hpp"
 
 namespace qp = qsgd::algorithms::program;
@@ -92,21 +93,9 @@ qp::Options parse(int argc, char** argv) {
   return o;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using qsgd::bench::utc_now;
 
-std::string mpi_library() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(buf, &len);
-  std::string s(buf, static_cast<std::size_t>(len));
-  const auto nl = s.find_first_of("\n,");
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
+using qsgd::bench::mpi_library;
 
 void write_context(qp::Json& j, const qp::Options& o, int ranks, int argc, char** argv) {
   j.key("context").begin_object();
