@@ -50,10 +50,13 @@ static Transport effective_transport(const ExchangeConfig& cfg) {
   return cfg.strategy == StrategyKind::param_server ? Transport::library : cfg.transport;
 }
 
+bool error_throws(ErrorPolicy policy, const Communicator& comm) {
+  return policy == ErrorPolicy::throw_error || (policy == ErrorPolicy::automatic && comm.is_serial());
+}
+
 void raise_error(ErrorPolicy policy, const Communicator& comm, Errc code, int exit_code, const std::string& what,
                  bool collective) {
-  const bool do_throw = policy == ErrorPolicy::throw_error || (policy == ErrorPolicy::automatic && comm.is_serial());
-  if (!do_throw) comm.abort(exit_code, what, collective);
+  if (!error_throws(policy, comm)) comm.abort(exit_code, what, collective);
   throw ExchangeError(code, exit_code, "qsgd: rank " + std::to_string(comm.rank()) + ": " + what);
 }
 

@@ -690,7 +690,19 @@ class ExchangeBase : public Exchange<ExecSpace> {
   }
 
   [[noreturn]] void fail_plain(OpT& op, Errc code, int exit_code, const std::string& what) {
-    op.nreqs = 0;  // under throw_error with MPI the slot's collectives are abandoned
+    // A point-to-point schedule that fails in a work item (a piece that does
+    // not decode) may still have requests on the wire; when the error is
+    // thrown, they complete first (network only, watched for dead peers), so
+    // that the slot's communicator can be freed. Other collectives of a
+    // failed slot are abandoned under throw_error.
+    if (op.schedule != nullptr && error_throws(cfg_.on_error, comm_)) {
+      ScheduleTimes t;
+      try {
+        op.schedule->advance(true, t, false);
+      } catch (const std::exception&) {  // the error being raised is the one to report
+      }
+    }
+    op.nreqs = 0;
     op.schedule = nullptr;
     release(op);
     raise(code, exit_code, what);

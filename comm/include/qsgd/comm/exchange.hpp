@@ -130,6 +130,8 @@ struct ExchangeConfig {
 // throws ExchangeError(code, exit_code, "qsgd: rank R: <what>").
 [[noreturn]] void raise_error(ErrorPolicy policy, const Communicator& comm, Errc code, int exit_code,
                               const std::string& what, bool collective = false);
+// Whether raise_error throws (true) or ends the job under `policy` on `comm`.
+bool error_throws(ErrorPolicy policy, const Communicator& comm);
 
 // The codec a strategy really uses, the one place for the rule: allreduce
 // moves fp32 whatever cfg.codec says; allreduce16 moves fp16 when asked for
