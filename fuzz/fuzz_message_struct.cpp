@@ -133,7 +133,7 @@ void apply(const Mutation& m, std::vector<std::uint64_t>& w, std::size_t& bytes)
     }
     case 8: {  // a new n with the fields that follow from it made consistent
       if (!has_header) return;
-      h.n = mutate(h.n, m.value) % (std::uint64_t(1) << 24);
+      h.n = mutate(h.n, m.value) % (std::uint64_t(1) << 17);
       const auto c = static_cast<qsgd::CodecKind>(h.codec);
       if (qsgd::is_variable_length(c) && h.chunk > 0)
         h.nchunks = static_cast<std::uint32_t>((h.n + h.chunk - 1) / h.chunk);
@@ -145,7 +145,7 @@ void apply(const Mutation& m, std::vector<std::uint64_t>& w, std::size_t& bytes)
         h.payload_bits = mutate(h.payload_bits, m.where >> 1);
       if (h.d == 0) return;
       h.total_bytes = qsgd::layout_of(h).total_words * 8;
-      if (h.total_bytes > (std::uint64_t(1) << 24)) return;
+      if (h.total_bytes > (std::uint64_t(1) << 21)) return;
       std::memcpy(w.data(), &h, sizeof h);
       w.resize(h.total_bytes / 8, m.value >> 32);
       bytes = h.total_bytes;

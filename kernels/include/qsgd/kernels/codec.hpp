@@ -55,12 +55,21 @@ class Codec {
         detail::crc32c_table(), 256);
     crc_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::crc32c_table", 256);
     Kokkos::deep_copy(crc_table_, host_table);
-    omega_table_ = Kokkos::View<std::uint64_t*, memory_space>("qsgd::omega_table", detail::omega_table_size);
-    detail::fill_omega_table(exec_, omega_table_);
-    dense_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::elias_dense_table", detail::dense_table_size);
-    detail::fill_dense_table(exec_, dense_table_, cfg_.s);
-    dense_table_s_ = cfg_.s;
+    // The Elias tables are built only where they are used: the omega
+    // table for an Elias encoder, the dense table at the first Elias dense
+    // decode (a Codec decodes every codec's messages).
+    if (cfg_.codec == CodecKind::elias_sparse || cfg_.codec == CodecKind::elias_dense) {
+      omega_table_ = Kokkos::View<std::uint64_t*, memory_space>("qsgd::omega_table", detail::omega_table_size);
+      detail::fill_omega_table(exec_, omega_table_);
+    }
   }
+
+  // Move-only: the scratch buffers and the dense table (rebuilt for each
+  // message's s) are Kokkos views, which a copy would share.
+  Codec(const Codec&) = delete;
+  Codec& operator=(const Codec&) = delete;
+  Codec(Codec&&) = default;
+  Codec& operator=(Codec&&) = default;
 
   const CodecConfig& config() const { return cfg_; }
   const ExecSpace& exec() const { return exec_; }
@@ -354,7 +363,9 @@ class Codec {
       if (bad != detail::no_index) detail::throw_corrupt(h, "invalid rANS chunk " + std::to_string(bad));
       return h;
     }
-    if (codec == CodecKind::elias_dense && h.s != dense_table_s_) {  // a message of another s: its own table
+    if (codec == CodecKind::elias_dense && h.s != dense_table_s_) {  // built for the message's s
+      if (dense_table_.extent(0) == 0)
+        dense_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::elias_dense_table", detail::dense_table_size);
       detail::fill_dense_table(exec_, dense_table_, h.s);
       dense_table_s_ = h.s;
     }
@@ -522,7 +533,7 @@ class Codec {
   Kokkos::View<std::uint32_t*, memory_space> crc_table_;
   Kokkos::View<std::uint64_t*, memory_space> omega_table_;
   Kokkos::View<std::uint32_t*, memory_space> dense_table_;  // Elias dense decoding, detail/elias.hpp
-  std::uint32_t dense_table_s_ = 0;                          // the s dense_table_ was built for
+  std::uint32_t dense_table_s_ = 0;                          // the s dense_table_ was built for (0: none yet)
   Kokkos::View<std::uint64_t*, memory_space> rans_counts_;
   Kokkos::View<detail::RansEncSym*, memory_space> rans_enc_;
   Kokkos::View<std::uint64_t*, memory_space> rans_dec_;
