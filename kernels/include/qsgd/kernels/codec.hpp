@@ -56,9 +56,10 @@ class Codec {
     crc_table_ = Kokkos::View<std::uint32_t*, memory_space>("qsgd::crc32c_table", 256);
     Kokkos::deep_copy(crc_table_, host_table);
     // The Elias tables are built only where they are used: the omega
-    // table for an Elias encoder, the dense table at the first Elias dense
-    // decode (a Codec decodes every codec's messages).
-    if (cfg_.codec == CodecKind::elias_sparse || cfg_.codec == CodecKind::elias_dense) {
+    // table for an Elias sparse encoder, the dense encoding table at the
+    // first dense encode of each s, the dense decoding table at the first
+    // Elias dense decode of each s (a Codec decodes every codec's messages).
+    if (cfg_.codec == CodecKind::elias_sparse) {
       omega_table_ = Kokkos::View<std::uint64_t*, memory_space>("qsgd::omega_table", detail::omega_table_size);
       detail::fill_omega_table(exec_, omega_table_);
     }
@@ -159,8 +160,18 @@ class Codec {
     auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));
     const detail::OmegaTable<decltype(omega_table_)> om{omega_table_};
     const bool sparse = cfg_.codec == CodecKind::elias_sparse;
+    if (!sparse && c.s != dense_enc_s_) {
+      const std::uint32_t ts = std::min(c.s, detail::dense_encode_max_s);
+      if (dense_enc_.extent(0) < 2 * std::size_t(ts) + 2)
+        dense_enc_ = Kokkos::View<std::uint64_t*, memory_space>("qsgd::elias_dense_encode_table", 2 * ts + 2);
+      detail::fill_dense_encode_table(exec_, dense_enc_, c.s);
+      dense_enc_s_ = c.s;
+    }
+    const detail::DenseCodewords<decltype(dense_enc_)> dc{
+        dense_enc_, static_cast<std::int64_t>(std::min(c.s, detail::dense_encode_max_s)),
+        4 * detail::dense_encode_max_len(c.s) <= 63};
     h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
-                            : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, om);
+                            : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
     lay = layout_of(h);
     if (lay.total_words > cap)
       throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(cap * 8) +
@@ -170,7 +181,7 @@ class Codec {
     if (sparse)
       detail::write_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
     else
-      detail::write_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
+      detail::write_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
     copy_scales_from(lay, out, q);
     return seal(h, out);
   }
@@ -534,6 +545,8 @@ class Codec {
   Kokkos::View<std::uint64_t*, memory_space> omega_table_;
   Kokkos::View<std::uint32_t*, memory_space> dense_table_;  // Elias dense decoding, detail/elias.hpp
   std::uint32_t dense_table_s_ = 0;                          // the s dense_table_ was built for (0: none yet)
+  Kokkos::View<std::uint64_t*, memory_space> dense_enc_;     // Elias dense encoding, detail/elias.hpp
+  std::uint32_t dense_enc_s_ = 0;                            // the s dense_enc_ was built for (0: none yet)
   Kokkos::View<std::uint64_t*, memory_space> rans_counts_;
   Kokkos::View<detail::RansEncSym*, memory_space> rans_enc_;
   Kokkos::View<std::uint64_t*, memory_space> rans_dec_;

@@ -105,6 +105,58 @@ KOKKOS_INLINE_FUNCTION std::uint64_t magnitude_of(std::int32_t l) {
   return static_cast<std::uint64_t>(l < 0 ? -static_cast<std::int64_t>(l) : l);
 }
 
+// ---- dense-code encoding table ----------------------------------------------
+// Entry l + s, for |l| <= s: the whole dense codeword of level l (omega(|l|
+// + 1), then the sign bit when l != 0) as (bits << 6 | length), so the
+// encoder has no branch on the level. Built per encoder for the s it encodes
+// (at most dense_encode_max_s: a codeword of at most 21 bits, two of which
+// fit one BitWriter::put); a level outside the table is coded on the fly.
+constexpr std::uint32_t dense_encode_max_s = 4095;
+
+KOKKOS_INLINE_FUNCTION std::uint64_t dense_codeword(std::int32_t l) {
+  const std::uint64_t a = magnitude_of(l);
+  const Codeword c = omega_encode(a + 1);
+  const std::uint64_t bits = a == 0 ? c.bits : (c.bits << 1) | (l < 0 ? 1u : 0u);
+  return (bits << 6) | (c.len + (a != 0 ? 1u : 0u));
+}
+
+// 2 * ts + 2 entries: the last is a sentinel of length 63 that
+// DenseCodewords::clamped returns for a level outside the table.
+constexpr std::uint64_t dense_encode_sentinel = 63;
+
+template <class ExecSpace, class TableView>
+void fill_dense_encode_table(const ExecSpace& exec, const TableView& tab, std::uint32_t s) {
+  const std::int64_t ts = s < dense_encode_max_s ? s : dense_encode_max_s;
+  Kokkos::parallel_for(
+      "qsgd::elias_dense_encode_table", Kokkos::RangePolicy<ExecSpace>(exec, 0, 2 * ts + 2),
+      KOKKOS_LAMBDA(std::uint64_t k) {
+        tab(k) = k == std::uint64_t(2 * ts + 1) ? dense_encode_sentinel
+                                                : dense_codeword(static_cast<std::int32_t>(std::int64_t(k) - ts));
+      });
+}
+
+// The length of the longest codeword in a table for s (that of level s).
+inline std::uint32_t dense_encode_max_len(std::uint32_t s) {
+  return static_cast<std::uint32_t>(dense_codeword(static_cast<std::int32_t>(s < dense_encode_max_s ? s : dense_encode_max_s)) & 63);
+}
+
+template <class TableView>
+struct DenseCodewords {
+  TableView tab;    // 2 * ts + 1 entries
+  std::int64_t ts;  // the largest |level| in the table
+  bool quad;        // four codewords of the table fit one put (4 x dense_encode_max_len <= 63)
+  KOKKOS_INLINE_FUNCTION std::uint64_t entry(std::int32_t l) const {
+    const std::uint64_t k = static_cast<std::uint64_t>(std::int64_t(l) + ts);
+    return k <= static_cast<std::uint64_t>(2 * ts) ? tab(k) : dense_codeword(l);
+  }
+  // Without a branch: the sentinel (length 63) for a level outside the table.
+  KOKKOS_INLINE_FUNCTION std::uint64_t clamped(std::int32_t l) const {
+    const std::uint64_t k = static_cast<std::uint64_t>(std::int64_t(l) + ts);
+    const std::uint64_t last = static_cast<std::uint64_t>(2 * ts + 1);
+    return tab(k < last ? k : last);
+  }
+};
+
 // Bits of one chunk [i0, i1) in the given code.
 template <bool Sparse, class LView, class Table>
 KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64_t i0, std::uint64_t i1,
@@ -122,13 +174,82 @@ KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64
       }
     }
     bits += om.length(count + 1);
-  } else {
+  } else {  // without a branch, then again with one if a level was outside the table
+    std::uint64_t outside = 0;
     for (std::uint64_t i = i0; i < i1; ++i) {
-      const std::uint64_t a = magnitude_of(levels(i));
-      bits += om.length(a + 1) + (a != 0 ? 1u : 0u);
+      const std::uint64_t e = om.clamped(levels(i));
+      bits += e & 63;
+      outside += e == dense_encode_sentinel;
+    }
+    if (outside != 0) {
+      bits = 0;
+      for (std::uint64_t i = i0; i < i1; ++i) bits += om.entry(levels(i)) & 63;
     }
   }
   return bits;
+}
+
+// The dense codewords of levels [i0, i1) into the chunk's bits [start, end)
+// of wr. Inside the words the chunk owns alone (not the first or last word
+// it shares with a neighbour), G = 4 or 2 codewords of the table are joined
+// into one put that stores the current word every time instead of
+// branching on a full word (on local copies of the writer's state, so that
+// they stay in registers); elsewhere, and for a level outside the
+// table, one codeword per BitWriter::put.
+template <int G, class LView, class WordView, class Table>
+KOKKOS_INLINE_FUNCTION void write_dense_run(const LView& levels, std::uint64_t& i, std::uint64_t i1,
+                                            std::uint64_t owned_end, BitWriter<WordView>& wr, const Table& om) {
+  std::uint64_t acc = wr.acc, pos = wr.pos;
+  std::uint32_t fill = wr.fill;
+  while (i + G <= i1 && pos < owned_end) {
+    std::uint64_t v;
+    std::uint32_t len;
+    if constexpr (G == 4) {
+      const std::uint64_t e0 = om.entry(levels(i)), e1 = om.entry(levels(i + 1));
+      const std::uint64_t e2 = om.entry(levels(i + 2)), e3 = om.entry(levels(i + 3));
+      const std::uint32_t l1 = e1 & 63, l2 = e2 & 63, l3 = e3 & 63;
+      len = static_cast<std::uint32_t>(e0 & 63) + l1 + l2 + l3;
+      v = (((((e0 >> 6) << l1) | (e1 >> 6)) << (l2 + l3)) | (((e2 >> 6) << l3) | (e3 >> 6)));
+    } else {
+      const std::uint64_t e0 = om.entry(levels(i)), e1 = om.entry(levels(i + 1));
+      const std::uint32_t l1 = e1 & 63;
+      len = static_cast<std::uint32_t>(e0 & 63) + l1;
+      v = ((e0 >> 6) << l1) | (e1 >> 6);
+    }
+    if (len > 63) break;  // long codewords of levels outside the table: the caller's general put
+    const std::uint32_t total = fill + len;
+    acc |= (v << (64 - len)) >> fill;
+    wr.words(pos >> 6) = acc;
+    const std::uint64_t carry = (v << 1) << ((127 - total) & 63);
+    acc = total >= 64 ? carry : acc;
+    fill = total & 63;
+    pos += len;
+    i += G;
+  }
+  wr.acc = acc;
+  wr.pos = pos;
+  wr.fill = fill;
+}
+
+template <class LView, class WordView, class Table>
+KOKKOS_INLINE_FUNCTION void write_dense_chunk(const LView& levels, std::uint64_t i0, std::uint64_t i1,
+                                              std::uint64_t start, std::uint64_t end, BitWriter<WordView>& wr,
+                                              const Table& om) {
+  const std::uint64_t owned_begin = (start + 63) & ~std::uint64_t(63);
+  const std::uint64_t owned_end = (end >> 6) << 6;
+  std::uint64_t i = i0;
+  while (i < i1) {
+    if (wr.pos >= owned_begin) {
+      if (om.quad)
+        write_dense_run<4>(levels, i, i1, owned_end, wr, om);
+      else
+        write_dense_run<2>(levels, i, i1, owned_end, wr, om);
+      if (i >= i1) break;
+    }
+    const std::uint64_t e = om.entry(levels(i));
+    wr.put(e >> 6, static_cast<std::uint32_t>(e & 63));
+    ++i;
+  }
 }
 
 /*
@@ -190,7 +311,7 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
         const std::uint64_t start = offsets(c);
         BitWriter<WordView> wr(payload_all, start, start + chunk_len(c));
-        if (Sparse) {
+        if constexpr (Sparse) {
           std::uint64_t count = 0;
           for (std::uint64_t i = i0; i < i1; ++i) count += levels(i) != 0;
           const Codeword cc = om.get(count + 1);
@@ -207,16 +328,7 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
             prev = i;
           }
         } else {
-          for (std::uint64_t i = i0; i < i1; ++i) {
-            const std::int32_t l = levels(i);
-            const std::uint64_t a = magnitude_of(l);
-            const Codeword cw = om.get(a + 1);
-            if (a == 0) {
-              wr.put(cw.bits, cw.len);
-            } else {
-              wr.put((cw.bits << 1) | (l < 0 ? 1u : 0u), cw.len + 1);
-            }
-          }
+          write_dense_chunk(levels, i0, i1, start, start + chunk_len(c), wr, om);
         }
         wr.finish();
       });
