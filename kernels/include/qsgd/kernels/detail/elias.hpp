@@ -59,7 +59,7 @@ constexpr std::uint32_t dense_peek_bits = 12;
 constexpr std::uint64_t dense_table_size = std::uint64_t(1) << dense_peek_bits;
 constexpr std::uint32_t dense_table_symbols = 3;
 constexpr std::uint64_t dense_segment = 256;  // coordinates decoded before they are delivered
-constexpr int dense_group = 2;                // chunks one work item decodes side by side
+constexpr int dense_group = 3;                // chunks one work item decodes side by side
 
 KOKKOS_INLINE_FUNCTION std::uint32_t dense_table_entry(std::uint32_t pattern, std::uint32_t s) {
   constexpr std::uint32_t w = dense_peek_bits;
@@ -346,7 +346,12 @@ struct DenseChunk {
   std::uint64_t bucket = 0, bucket_end = 0;
   LevelUnit unit;
   bool ok = false;
-  std::int32_t lv[dense_segment + 2 * dense_table_symbols];
+  // Levels as bytes: a table look-up stores its three symbols with one 4-byte
+  // store; a level that a byte does not hold (only from the bit-serial path)
+  // is wide_escape in lv and the level itself in wide.
+  static constexpr std::int8_t wide_escape = -128;
+  std::int8_t lv[dense_segment + 2 * dense_table_symbols + 1];
+  std::int32_t wide[dense_segment];
 
   KOKKOS_INLINE_FUNCTION void open(const WordView& w, std::uint64_t start, std::uint64_t end, std::uint64_t i0,
                                     std::uint64_t i1_, bool ok_) {
@@ -376,8 +381,8 @@ struct DenseChunk {
   KOKKOS_INLINE_FUNCTION bool step(const TableView& tab, std::uint64_t& j) {
     const std::uint32_t e = tab(buf >> (64 - dense_peek_bits));
     if ((e & 3u) == 0) return false;
-    for (std::uint32_t k = 0; k < dense_table_symbols; ++k)
-      lv[j + k] = static_cast<std::int8_t>(static_cast<std::uint8_t>(e >> (6 + 8 * k)));
+    const std::uint32_t symbols = e >> 6;  // three levels, a byte each, first lowest (little-endian bytes)
+    store_symbols(&lv[j], symbols);
     const std::uint32_t used = (e >> 2) & 15u;
     rd.pos += used;
     buf <<= used;
@@ -400,9 +405,25 @@ struct DenseChunk {
       const std::uint64_t l = k - 1;
       const bool neg = l != 0 && rd.get(1) != 0;
       if (rd.overrun) return false;
-      lv[j++] = neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l);
+      const std::int32_t level = neg ? -static_cast<std::int32_t>(l) : static_cast<std::int32_t>(l);
+      if (level > -128 && level < 128) {
+        lv[j++] = static_cast<std::int8_t>(level);
+      } else {
+        wide[j] = level;
+        lv[j++] = wide_escape;
+      }
     }
     return true;
+  }
+  // The three symbol bytes of a table entry to lv[j, j + 3) (and one byte
+  // past them, which a later look-up overwrites or nothing reads).
+  KOKKOS_INLINE_FUNCTION static void store_symbols(std::int8_t* at, std::uint32_t symbols) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __builtin_memcpy(at, &symbols, 4);
+#else
+    for (std::uint32_t k = 0; k < dense_table_symbols; ++k)
+      at[k] = static_cast<std::int8_t>(static_cast<std::uint8_t>(symbols >> (8 * k)));
+#endif
   }
   // lv[0, m) to coordinates [i, i + m), bucket by bucket.
   template <class ScaleView, class Sink>
@@ -415,7 +436,7 @@ struct DenseChunk {
         unit = LevelUnit(scales(bucket), s);
       }
       const std::uint64_t q = bucket_end - i < m ? bucket_end - i : m;
-      for (; p < q; ++p) sink.put(i + p, lv[p], unit);
+      for (; p < q; ++p) sink.put(i + p, lv[p] != wide_escape ? std::int32_t(lv[p]) : wide[p], unit);
     }
     i += m;
   }
