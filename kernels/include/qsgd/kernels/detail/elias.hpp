@@ -444,12 +444,12 @@ struct DenseChunk {
 
 /*
  * decode_elias_dense (decode_elias<false>)
- * Algorithm: one work item per pair of chunks, decoded side by side so that
- *   the two chains of table look-ups (each look-up needs the bits the one
+ * Algorithm: one work item per dense_group (three) chunks, decoded side by side
+ *   so that the chains of table look-ups (each look-up needs the bits the one
  *   before consumed) overlap. Per segment of up to dense_segment coordinates
  *   and chunk: (1) the levels into the chunk's local array: look-ups in the
  *   dense table (dense_table_entry, built for the message's s by the caller:
- *   Codec::decode_body), two per chunk and round while both chunks have room,
+ *   Codec::decode_body), two per chunk and round while all chunks have room,
  *   then the chunk alone, and one codeword bit by bit where the table does
  *   not hold it whole or 12 bits do not remain; (2) the levels to the sink,
  *   bucket by bucket. A chunk that fails delivers nothing of its segment.
