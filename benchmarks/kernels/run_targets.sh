@@ -66,9 +66,10 @@ print("n = 2^24, s = %s, d = %s, norm = %s, %s, git %s, %s; medians of %s repeti
       % (ctx.get("qsgd_s"), ctx.get("qsgd_d"), ctx.get("qsgd_norm"), ctx.get("kokkos_execution_space"),
          ctx.get("qsgd_git_hash"), ctx.get("host_name"),
          next((b["repetitions"] for b in doc["benchmarks"] if "repetitions" in b), "?")))
-print("CPU %s; flags %s; %s, %s; host paths: fixed-width %s, CRC32C %s, rANS decoder %s"
+print("CPU %s; flags %s; %s, %s; host paths: fixed-width %s, CRC32C %s, rANS decoder %s, Elias dense encoder %s"
       % (ctx.get("cpu_model"), ctx.get("cpu_simd_flags"), ctx.get("compiler"), ctx.get("cxx_flags"),
-         ctx.get("qsgd_host_simd_fixed"), ctx.get("qsgd_host_crc32c"), ctx.get("qsgd_host_rans_decoder")))
+         ctx.get("qsgd_host_simd_fixed"), ctx.get("qsgd_host_crc32c"), ctx.get("qsgd_host_rans_decoder"),
+         ctx.get("qsgd_host_elias_dense_encoder")))
 print("GB/s = 1e9 bytes of fp32 input (4n) per second; frac = GB/s / memcpy/kokkos GB/s (same run)\n")
 fmt = "%-30s %9s %8s %9s %8s %7s"
 print(fmt % ("benchmark", "GB/s", "frac", "bits/dim", "target", ""))

@@ -699,6 +699,45 @@ TEST(RansHost, MatchesThePortableKernelsBitForBit) {
         }
 }
 
+// The host SIMD path of the Elias dense encoder (detail/elias_host.hpp)
+// writes the same message words as the portable passes, for every s it takes
+// (1..31) and s = 32 (which falls back), chunks of 1 to 4096 coordinates and
+// tails that are not a multiple of its 16 lanes; a Quantized built by hand
+// with levels above s (outside its table) too. The decoded bits follow from
+// the same words; run_codec checks them on both settings.
+TEST(EliasDenseHost, MatchesThePortableKernelsBitForBit) {
+  const std::string isa = with_simd(true, [] { return std::string(qsgd::detail::simd::elias_dense_isa()); });
+  std::printf("[   INFO   ] host SIMD path of the Elias dense encoder on this CPU: %s\n", isa.c_str());
+  RecordProperty("elias_dense_isa", isa);
+  for (std::uint64_t n : {1ull, 15ull, 16ull, 17ull, 513ull, 4113ull, 70001ull})
+    for (std::uint32_t chunk : {1u, 7u, 64u, 4096u})
+      for (std::uint32_t s : {1u, 2u, 7u, 16u, 31u, 32u}) {
+        std::ostringstream os;
+        os << "n=" << n << " chunk=" << chunk << " s=" << s;
+        SCOPED_TRACE(os.str());
+        const Values v = to_device(simd_input(n, n + chunk + s));
+        const auto cfg = config(CodecKind::elias_dense, s, 512, Norm::max, chunk);
+        const qsgd::RngKey key{n, s, 512, chunk};
+        const auto run = [&] { return run_codec(cfg, v, n, key, 0.7f); };
+        expect_same_bits(with_simd(true, run), with_simd(false, run));
+        if (HasFatalFailure()) return;
+        // Levels above s, among them the most negative int32: the scalar
+        // codewords inside a SIMD step and in the tail.
+        Quant q;
+        qsgd::quantize(Exec(), cfg, v, n, key, q);
+        auto lv = Kokkos::create_mirror_view(q.levels);
+        Kokkos::deep_copy(lv, q.levels);
+        for (std::uint64_t i = 0; i < n; i += 37) lv(i) = i % 2 ? static_cast<std::int32_t>(s + 1 + i) : -40;
+        lv(n - 1) = std::numeric_limits<std::int32_t>::min();
+        Kokkos::deep_copy(q.levels, lv);
+        const auto enc = [&] {
+          Codec codec(cfg);
+          return encode_quantized(codec, q).words;
+        };
+        ASSERT_EQ(with_simd(true, enc), with_simd(false, enc)) << "levels above s";
+      }
+}
+
 // A finite gradient whose bucket scale is FLT_MAX (max norm) decodes to
 // finite values, its largest coordinate to FLT_MAX exactly, on every
 // quantized codec and both host-path settings. fl(FLT_MAX / s) rounds up for

@@ -18,6 +18,7 @@
 #include "qsgd/kernels/config.hpp"
 #include "qsgd/kernels/crc32c.hpp"
 #include "qsgd/kernels/detail/elias.hpp"
+#include "qsgd/kernels/detail/elias_host.hpp"
 #include "qsgd/kernels/detail/fixed_simd.hpp"
 #include "qsgd/kernels/detail/fixed_width.hpp"
 #include "qsgd/kernels/detail/float_codec.hpp"
@@ -170,15 +171,27 @@ class Codec {
     const detail::DenseCodewords<decltype(dense_enc_)> dc{
         dense_enc_, static_cast<std::int64_t>(std::min(c.s, detail::dense_encode_max_s)),
         4 * detail::dense_encode_max_len(c.s) <= 63};
-    h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
-                            : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
+    bool host_path = false;  // the dense host SIMD path (detail/elias_host.hpp) for small s
+    if constexpr (host_simd) {
+      if (!sparse && n > 0 &&
+          detail::simd::elias_dense_lengths(levels.data(), n, h.chunk, c.s, chunk_len_.data())) {
+        host_path = true;
+        h.payload_bits = detail::scan_chunk_lengths(exec_, chunk_len_, offsets, nchunks);
+      }
+    }
+    if (!host_path)
+      h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
+                              : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
     lay = layout_of(h);
     if (lay.total_words > cap)
       throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(cap * 8) +
                                               " bytes, message needs " + std::to_string(lay.total_words * 8));
     h.total_bytes = lay.total_words * 8;
     auto payload = Kokkos::subview(out, Kokkos::make_pair(lay.payload_word, lay.total_words));
-    if (sparse)
+    if (host_path) {
+      if (detail::simd::elias_dense_write(levels.data(), n, c.s, payload.data()) != h.payload_bits)
+        throw std::logic_error("encode: the Elias dense host path wrote other bits than it planned");
+    } else if (sparse)
       detail::write_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
     else
       detail::write_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);

@@ -266,6 +266,22 @@ KOKKOS_INLINE_FUNCTION void write_dense_chunk(const LView& levels, std::uint64_t
  * Requirements: offsets has ceil(n/chunk) entries; chunk_len scratch too;
  *   write: the payload holds the planned bits.
  */
+// Chunk bit offsets (exclusive scan of chunk_len) into offsets; returns the
+// payload's bits.
+template <class ExecSpace, class OffView, class ScratchView>
+std::uint64_t scan_chunk_lengths(const ExecSpace& exec, const ScratchView& chunk_len, const OffView& offsets,
+                                 std::uint64_t nchunks) {
+  std::uint64_t total = 0;
+  Kokkos::parallel_scan(
+      "qsgd::encode[elias]::scan", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks),
+      KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& run, bool final) {
+        if (final) offsets(c) = run;
+        run += chunk_len(c);
+      },
+      total);
+  return total;
+}
+
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class Table>
 std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
                          const OffView& offsets, const ScratchView& chunk_len, const Table& om) {
@@ -279,15 +295,7 @@ std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
         chunk_len(c) = chunk_bits<Sparse>(levels, i0, i1, om);
       });
-  std::uint64_t total = 0;
-  Kokkos::parallel_scan(
-      "qsgd::encode[elias]::scan", range(exec, 0, nchunks),
-      KOKKOS_LAMBDA(std::uint64_t c, std::uint64_t& run, bool final) {
-        if (final) offsets(c) = run;
-        run += chunk_len(c);
-      },
-      total);
-  return total;
+  return scan_chunk_lengths(exec, chunk_len, offsets, nchunks);
 }
 
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
