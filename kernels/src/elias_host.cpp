@@ -72,18 +72,20 @@ struct Scalar {
 // a full word; 1 <= len <= 63.
 struct Stream {
   std::uint64_t* out;
-  std::uint64_t w = 0, acc = 0, bits = 0;
+  std::uint64_t w = 0, acc = 0;
   std::uint32_t fill = 0;
-  void put(std::uint64_t v, std::uint32_t len) {
+  // A run given left-aligned (top: its first bit is bit 63).
+  void put_top(std::uint64_t top, std::uint32_t len) {
     const std::uint32_t total = fill + len;
-    acc |= (v << (64 - len)) >> fill;
+    acc |= top >> fill;
     out[w] = acc;
-    const std::uint64_t carry = (v << 1) << ((127 - total) & 63);
+    const std::uint64_t carry = top << ((64 - fill) & 63);  // the bits past the word (used when total >= 64)
     w += total >> 6;
     acc = total >= 64 ? carry : acc;
     fill = total & 63;
-    bits += len;
   }
+  void put(std::uint64_t v, std::uint32_t len) { put_top(v << (64 - len), len); }
+  std::uint64_t bits() const { return 64 * w + fill; }
   void finish() const {
     if (fill > 0) out[w] = acc;
   }
@@ -139,6 +141,7 @@ QSGD_AVX512 std::uint64_t write_avx512(const std::int32_t* levels, std::uint64_t
   const __m512i smax = _mm512_set1_epi32(static_cast<int>(s));
   const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
   const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 0, 0, 0, 0), odd = _mm512_setr_epi64(1, 3, 5, 7, 0, 0, 0, 0);
+  const __m256i sixty4 = _mm256_set1_epi64x(64);
   Stream st{payload};
   alignas(32) std::uint64_t qb[4], qn[4];
   std::uint64_t i = 0;
@@ -162,9 +165,11 @@ QSGD_AVX512 std::uint64_t write_avx512(const std::int32_t* levels, std::uint64_t
     const __m256i bo = _mm512_castsi512_si256(_mm512_permutexvar_epi64(odd, pb));
     const __m256i ne = _mm512_castsi512_si256(_mm512_permutexvar_epi64(even, pn));
     const __m256i no = _mm512_castsi512_si256(_mm512_permutexvar_epi64(odd, pn));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(qb), _mm256_or_si256(_mm256_sllv_epi64(be, no), bo));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(qn), _mm256_add_epi64(ne, no));
-    for (int k = 0; k < 4; ++k) st.put(qb[k], static_cast<std::uint32_t>(qn[k]));
+    const __m256i qlen = _mm256_add_epi64(ne, no);
+    const __m256i qrun = _mm256_or_si256(_mm256_sllv_epi64(be, no), bo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(qb), _mm256_sllv_epi64(qrun, _mm256_sub_epi64(sixty4, qlen)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(qn), qlen);
+    for (int k = 0; k < 4; ++k) st.put_top(qb[k], static_cast<std::uint32_t>(qn[k]));
   }
   for (; i < n; ++i) {
     std::uint64_t b;
@@ -173,7 +178,7 @@ QSGD_AVX512 std::uint64_t write_avx512(const std::int32_t* levels, std::uint64_t
     st.put(b, l);
   }
   st.finish();
-  return st.bits;
+  return st.bits();
 }
 
 #endif  // QSGD_HAVE_AVX512_PATH
