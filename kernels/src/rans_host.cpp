@@ -219,12 +219,16 @@ bool simd_supported() {
 // four spill registers). Rounds run in stretches with no per-round test: as
 // many as every chunk's bucket segment holds and its stream has room for (a
 // round takes at most four units, and starts with at least eight left).
+constexpr std::uint64_t accumulate_prefetch = 2048;  // floats ahead in each chunk's output stream
+
 template <int c>
 QSGD_RANS_TARGET inline void deliver_lane(__m512i level, __m512 value, std::uint64_t i, float* out,
                                           std::int32_t* levels_out, __m128 wv, Sink mode) {
   if (mode == Sink::values) _mm_storeu_ps(out + i, _mm512_extractf32x4_ps(value, c));
-  if (mode == Sink::accumulate)
+  if (mode == Sink::accumulate) {
+    if ((i & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(out + i + accumulate_prefetch), _MM_HINT_T0);
     _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(out + i), _mm_mul_ps(wv, _mm512_extractf32x4_ps(value, c))));
+  }
   if (mode == Sink::levels) _mm_storeu_si128(reinterpret_cast<__m128i*>(levels_out + i), _mm512_extracti32x4_epi32(level, c));
 }
 
