@@ -223,11 +223,11 @@ constexpr std::uint64_t accumulate_prefetch = 2048;  // floats ahead in each chu
 
 template <int c>
 QSGD_RANS_TARGET inline void deliver_lane(__m512i level, __m512 value, std::uint64_t i, float* out,
-                                          std::int32_t* levels_out, __m128 wv, Sink mode) {
+                                          std::int32_t* levels_out, Sink mode) {
   if (mode == Sink::values) _mm_storeu_ps(out + i, _mm512_extractf32x4_ps(value, c));
   if (mode == Sink::accumulate) {
     if ((i & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(out + i + accumulate_prefetch), _MM_HINT_T0);
-    _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(out + i), _mm_mul_ps(wv, _mm512_extractf32x4_ps(value, c))));
+    _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(out + i), _mm512_extractf32x4_ps(value, c)));  // value: weight x value
   }
   if (mode == Sink::levels) _mm_storeu_si128(reinterpret_cast<__m128i*>(levels_out + i), _mm512_extracti32x4_epi32(level, c));
 }
@@ -260,7 +260,7 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
     const __m512i low_bound = _mm512_set1_epi32(static_cast<int>(rans_low));
     const __m512i f_mask = _mm512_set1_epi32(0x1FFF), bias_mask = _mm512_set1_epi32(0xFFF);
     const __m512i sv = _mm512_set1_epi32(static_cast<int>(s));
-    const __m128 wv = _mm_set1_ps(weight);
+    const __m512 wv512 = _mm512_set1_ps(weight);
     while (j < chunk) {
       std::uint64_t je = chunk, rounds = ~std::uint64_t(0);
       alignas(64) float ub[G][rans_lanes];
@@ -306,14 +306,15 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
           for (int c = 0; c < 4; ++c) q[4 * v + c] += cnt[c];
           if constexpr (M != Sink::validate) {
             const __m512i level = _mm512_sub_epi32(_mm512_srli_epi32(e, 25), sv);
-            const __m512 value = _mm512_mul_ps(_mm512_cvtepi32_ps(level), unitv[v]);
+            __m512 value = _mm512_mul_ps(_mm512_cvtepi32_ps(level), unitv[v]);
+            if constexpr (M == Sink::accumulate) value = _mm512_mul_ps(value, wv512);
             const std::uint64_t i0 = (c0 + static_cast<std::uint64_t>(4 * v)) * chunk + j;
-            deliver_lane<0>(level, value, i0, out, levels_out, wv, M);
-            deliver_lane<1>(level, value, i0 + chunk, out, levels_out, wv, M);
-            deliver_lane<2>(level, value, i0 + 2 * std::uint64_t(chunk), out, levels_out, wv, M);
-            deliver_lane<3>(level, value, i0 + 3 * std::uint64_t(chunk), out, levels_out, wv, M);
+            deliver_lane<0>(level, value, i0, out, levels_out, M);
+            deliver_lane<1>(level, value, i0 + chunk, out, levels_out, M);
+            deliver_lane<2>(level, value, i0 + 2 * std::uint64_t(chunk), out, levels_out, M);
+            deliver_lane<3>(level, value, i0 + 3 * std::uint64_t(chunk), out, levels_out, M);
           }
-          (void)sv, (void)wv, (void)unitv;
+          (void)sv, (void)wv512, (void)unitv;
         }
       }
     }
