@@ -43,7 +43,7 @@ void check_accounting(const qa::AsyncResult& r, const qa::AsyncConfig& c) {
 // Mean of a measure over the last `k` evaluation points (the iterate
 // fluctuates at the noise level; the mean of 5 points steadies the check).
 template <class F>
-double tail_mean(const qa::Trace& t, std::size_t k, F f) {
+double tail_mean(const qa::Curve& t, std::size_t k, F f) {
   double s = 0.0;
   for (std::size_t i = t.size() - k; i < t.size(); ++i) s += f(t[i]);
   return s / static_cast<double>(k);
@@ -92,9 +92,9 @@ TEST(AsyncServer, ConvexConvergesWithBoundedStaleness) {
   b.eval = c.eval;
   const qa::RunResult base = qa::run_qsgd(*p, b);
 
-  auto sub = [](const qa::TracePoint& t) { return t.suboptimality; };
-  const double async_final = tail_mean(r.trace, 5, sub), base_final = tail_mean(base.trace, 5, sub);
-  const double f0 = r.trace.front().suboptimality;
+  auto sub = [](const qa::CurvePoint& t) { return t.suboptimality; };
+  const double async_final = tail_mean(r.curve, 5, sub), base_final = tail_mean(base.curve, 5, sub);
+  const double f0 = r.curve.front().suboptimality;
   if (world().rank() == 0)
     std::printf("convex: async %.3e (max staleness %llu, rejected %llu), sequential fp32 %.3e, start %.3e\n",
                 async_final, static_cast<unsigned long long>(r.max_staleness),
@@ -143,20 +143,20 @@ TEST(AsyncServer, NonConvexReachesAStationaryPoint) {
   b.eval = c.eval;
   const qa::RunResult base = qa::run_qsgd(*p, b);
 
-  auto gn = [](const qa::TracePoint& t) { return t.grad_norm2; };
-  const double async_final = tail_mean(r.trace, 5, gn), base_final = tail_mean(base.trace, 5, gn);
+  auto gn = [](const qa::CurvePoint& t) { return t.grad_norm2; };
+  const double async_final = tail_mean(r.curve, 5, gn), base_final = tail_mean(base.curve, 5, gn);
   double peak = 0, bpeak = 0;  // peaks of |grad f|^2 along the runs
-  for (const auto& t : r.trace) peak = std::max(peak, t.grad_norm2);
-  for (const auto& t : base.trace) bpeak = std::max(bpeak, t.grad_norm2);
+  for (const auto& t : r.curve) peak = std::max(peak, t.grad_norm2);
+  for (const auto& t : base.curve) bpeak = std::max(bpeak, t.grad_norm2);
   if (world().rank() == 0)
     std::printf(
         "non-convex: async |g|^2 %.3e (peak %.3e, max staleness %llu, rejected %llu), sequential fp32 %.3e "
         "(peak %.3e), loss %.3f -> %.3f\n",
         async_final, peak, static_cast<unsigned long long>(r.max_staleness),
-        static_cast<unsigned long long>(r.rejected), base_final, bpeak, r.trace.front().loss, r.trace.back().loss);
+        static_cast<unsigned long long>(r.rejected), base_final, bpeak, r.curve.front().loss, r.curve.back().loss);
   EXPECT_LE(async_final, 4.0 * base_final);
   EXPECT_LE(async_final, 2.5e-2 * peak);
-  EXPECT_LE(r.trace.back().loss, 0.5 * r.trace.front().loss);
+  EXPECT_LE(r.curve.back().loss, 0.5 * r.curve.front().loss);
 }
 
 // The staleness check can fail. With lazy pull and window 6, each worker
@@ -208,7 +208,7 @@ TEST(AsyncServer, EveryRankGetsTheFinalParameters) {
   std::copy(r.x.begin(), r.x.end(), x0.begin());
   MPI_Bcast(x0.data(), static_cast<int>(x0.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   EXPECT_EQ(r.x, x0);
-  EXPECT_LT(r.trace.back().suboptimality, r.trace.front().suboptimality);
+  EXPECT_LT(r.curve.back().suboptimality, r.curve.front().suboptimality);
 }
 
 }  // namespace

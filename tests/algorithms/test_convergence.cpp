@@ -31,7 +31,7 @@ double median_steps(const qa::Problem& p, const qa::WireConfig& wire, double eps
     c.seed = static_cast<std::uint64_t>(seed);
     c.eval = qa::EvalSpec{5, false, false};
     c.stop_below = eps;
-    const std::uint64_t it = qa::first_iteration_below(qa::run_qsgd(p, c).trace, eps);
+    const std::uint64_t it = qa::first_iteration_below(qa::run_qsgd(p, c).curve, eps);
     its.push_back(it == qa::never ? INFINITY : static_cast<double>(it));
   }
   return median(its);

@@ -30,14 +30,14 @@ Check check_run(const qa::Problem& p, double eta, std::uint64_t iters, double rh
   c.iterations = iters;
   const qa::RunResult r = qa::run_dqgd(p, c);
   Check k;
-  const double f0 = r.trace.front().suboptimality;
-  for (std::size_t t = 1; t < r.trace.size(); ++t) {
-    const double prev = r.trace[t - 1].suboptimality, cur = r.trace[t].suboptimality;
+  const double f0 = r.curve.front().suboptimality;
+  for (std::size_t t = 1; t < r.curve.size(); ++t) {
+    const double prev = r.curve[t - 1].suboptimality, cur = r.curve[t].suboptimality;
     if (prev > 1e-20 * f0) k.worst_step = std::max(k.worst_step, cur / prev);
-    if (cur > std::pow(rho, static_cast<double>(r.trace[t].iteration)) * f0 && cur > 1e-20 * f0)
+    if (cur > std::pow(rho, static_cast<double>(r.curve[t].iteration)) * f0 && cur > 1e-20 * f0)
       k.envelope_holds = false;
   }
-  k.final_relative = r.trace.back().suboptimality / f0;
+  k.final_relative = r.curve.back().suboptimality / f0;
   return k;
 }
 

@@ -10,11 +10,13 @@ namespace qsgd::algorithms::program {
 
 namespace {
 
-void write_trace(Json& j, const Trace& t) {
+// A convergence curve, under the JSON key "trace" (docs/algorithms.md's
+// schema, which results/reference/algorithms holds).
+void write_curve(Json& j, const Curve& t) {
   std::vector<std::uint64_t> it, bits;
   std::vector<double> sub, loss, gn;
   bool has_loss = false, has_gn = false;
-  for (const TracePoint& p : t) {
+  for (const CurvePoint& p : t) {
     it.push_back(p.iteration);
     bits.push_back(p.bits);
     sub.push_back(p.suboptimality);
@@ -132,7 +134,7 @@ void experiment_convex(const Options& o, Json& j) {
         c.seed = static_cast<std::uint64_t>(seed);
         c.eval = EvalSpec{10, false, false};
         const RunResult r = run_qsgd(*p, c);
-        const std::uint64_t it = first_iteration_below(r.trace, eps);
+        const std::uint64_t it = first_iteration_below(r.curve, eps);
         its.push_back(as_double(it));
         bits += r.bits;
         msgs += r.messages;
@@ -149,7 +151,7 @@ void experiment_convex(const Options& o, Json& j) {
             .field("messages", r.messages)
             .field("seconds", r.seconds);
         j.key("trace");
-        write_trace(j, r.trace);
+        write_curve(j, r.curve);
         j.end_object();
       }
       const double med = median(its);
@@ -270,9 +272,9 @@ void experiment_qsvrg(const Options& o, Json& j) {
           .field("bits_per_coordinate", bpc)
           .field("seconds", r.seconds);
       j.key("epochs");
-      write_trace(j, r.epochs);
+      write_curve(j, r.epochs);
       j.key("inner");
-      write_trace(j, r.inner);
+      write_curve(j, r.inner);
       j.end_object();
     }
   }
@@ -314,13 +316,13 @@ void experiment_dqgd(const Options& o, Json& j) {
     const RunResult r = run_dqgd(*p, c);
     const double rho = v.quantize ? dqgd_rate_bound(v.eta, l, L, n) : 1.0 - 2.0 * l * v.eta * (1.0 - L * v.eta / 2.0);
     double worst = 0.0;
-    const double f0 = r.trace.front().suboptimality;
-    for (std::size_t t = 1; t < r.trace.size(); ++t)
-      if (r.trace[t - 1].suboptimality > 1e-20 * f0)
-        worst = std::max(worst, r.trace[t].suboptimality / r.trace[t - 1].suboptimality);
+    const double f0 = r.curve.front().suboptimality;
+    for (std::size_t t = 1; t < r.curve.size(); ++t)
+      if (r.curve[t - 1].suboptimality > 1e-20 * f0)
+        worst = std::max(worst, r.curve[t].suboptimality / r.curve[t - 1].suboptimality);
     const double bpc = static_cast<double>(r.bits) / static_cast<double>(r.messages) / static_cast<double>(n);
     std::printf("%-40s %10.4g %10.5f %12.5f %12.3e %12.2f\n", v.name.c_str(), v.eta, rho, worst,
-                r.trace.back().suboptimality, bpc);
+                r.curve.back().suboptimality, bpc);
     j.begin_object()
         .field("variant", v.name)
         .field("eta", v.eta)
@@ -329,7 +331,7 @@ void experiment_dqgd(const Options& o, Json& j) {
         .field("worst_step_ratio", worst)
         .field("bits_per_coordinate", bpc);
     j.key("trace");
-    write_trace(j, r.trace);
+    write_curve(j, r.curve);
     j.end_object();
   }
   j.end_array();
@@ -351,7 +353,7 @@ StepSchedule async_schedule(const Problem& p, int tau_d, std::uint64_t updates) 
 
 // Mean of a measure over the last 5 evaluation points.
 template <class F>
-double tail5(const Trace& t, F f) {
+double tail5(const Curve& t, F f) {
   const std::size_t k = std::min<std::size_t>(5, t.size());
   double s = 0.0;
   for (std::size_t i = t.size() - k; i < t.size(); ++i) s += f(t[i]);
@@ -374,8 +376,8 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
   int tau_d = 0;
   for (int t : o.taus) tau_d = std::max(tau_d, t);
   const std::uint64_t every = std::max<std::uint64_t>(1, updates / 100);
-  auto sub = [](const TracePoint& t) { return t.suboptimality; };
-  auto gn = [](const TracePoint& t) { return t.grad_norm2; };
+  auto sub = [](const CurvePoint& t) { return t.suboptimality; };
+  auto gn = [](const CurvePoint& t) { return t.grad_norm2; };
 
   j.key("parameters")
       .begin_object()
@@ -409,7 +411,7 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
     double mean_stale = 0.0;
     for (std::uint32_t st : r.staleness) mean_stale += st;
     mean_stale /= static_cast<double>(std::max<std::size_t>(1, r.staleness.size()));
-    const double fsub = tail5(r.trace, sub), fgn = tail5(r.trace, gn);
+    const double fsub = tail5(r.curve, sub), fgn = tail5(r.curve, gn);
     std::string share;
     for (std::size_t w = 0; w < r.applied_per_worker.size(); ++w)
       share += (w ? "/" : "") +
@@ -448,7 +450,7 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
         .field("seconds", r.seconds)
         .field("staleness", std::vector<std::uint64_t>(r.staleness.begin(), r.staleness.end()));
     j.key("trace");
-    write_trace(j, r.trace);
+    write_curve(j, r.curve);
     j.end_object();
   };
   for (const auto& p : problems) {
@@ -484,16 +486,16 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
       const RunResult r = run_qsgd(*p, c);
       std::printf("%-14s %-13s %-8s %5s %8llu %8s %6s %7s %11.3e %11.3e   (sequential SGD baseline)\n",
                   p->name().c_str(), "fp32", "-", "-", static_cast<unsigned long long>(updates), "-", "-", "-",
-                  tail5(r.trace, sub), tail5(r.trace, gn));
+                  tail5(r.curve, sub), tail5(r.curve, gn));
       j.begin_object()
           .field("group", "baseline")
           .field("problem", p->name())
           .field("wire", "fp32")
           .field("baseline", "sequential SGD")
-          .field("final_suboptimality", tail5(r.trace, sub))
-          .field("final_grad_norm2", tail5(r.trace, gn));
+          .field("final_suboptimality", tail5(r.curve, sub))
+          .field("final_grad_norm2", tail5(r.curve, gn));
       j.key("trace");
-      write_trace(j, r.trace);
+      write_curve(j, r.curve);
       j.end_object();
     }
   }

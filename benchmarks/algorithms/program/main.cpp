@@ -7,7 +7,7 @@
 //                                      [--taus 0,2,8,-1] [--delay-us D] [--quick]
 //
 // Each writes one JSON file (schema qsgd.algorithms/1: provenance, parameters,
-// problems, runs with their convergence traces) and prints a short table.
+// problems, runs with their convergence curves) and prints a short table.
 // benchmarks/algorithms/run_experiments.sh runs them all and plots them.
 #include <mpi.h>
 #include <unistd.h>

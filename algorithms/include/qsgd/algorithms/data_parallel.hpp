@@ -16,7 +16,7 @@
 
 #include "qsgd/algorithms/channel.hpp"
 #include "qsgd/algorithms/problems.hpp"
-#include "qsgd/algorithms/trace.hpp"
+#include "qsgd/algorithms/curve.hpp"
 
 namespace qsgd::algorithms {
 
@@ -32,7 +32,7 @@ struct QsgdConfig {
 };
 
 struct RunResult {
-  Trace trace;
+  Curve curve;
   Vec x;  // final iterate
   std::uint64_t iterations = 0;
   std::uint64_t bits = 0;  // all bits sent

@@ -19,7 +19,7 @@
 #include "qsgd/algorithms/channel.hpp"
 #include "qsgd/algorithms/data_parallel.hpp"
 #include "qsgd/algorithms/problems.hpp"
-#include "qsgd/algorithms/trace.hpp"
+#include "qsgd/algorithms/curve.hpp"
 
 namespace qsgd::algorithms {
 

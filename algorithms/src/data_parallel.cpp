@@ -23,7 +23,7 @@ RunResult run_qsgd(const Problem& p, const QsgdConfig& cfg) {
 
   RunResult r;
   Vec x = p.initial_point(), g(n), avg(n);
-  r.trace.push_back(evaluate(p, x, 0, 0, cfg.eval));
+  r.curve.push_back(evaluate(p, x, 0, 0, cfg.eval));
   const double inv_k = 1.0 / cfg.workers, inv_b = 1.0 / cfg.batch;
   std::uint64_t t = 0;
   while (t < cfg.steps) {
@@ -37,8 +37,8 @@ RunResult run_qsgd(const Problem& p, const QsgdConfig& cfg) {
     axpy(-cfg.step.at(t), avg, x);
     ++t;
     if (t % cfg.eval.every == 0 || t == cfg.steps) {
-      r.trace.push_back(evaluate(p, x, t, ch.bits_sent(), cfg.eval));
-      if (cfg.stop_below > 0 && r.trace.back().suboptimality <= cfg.stop_below) break;
+      r.curve.push_back(evaluate(p, x, t, ch.bits_sent(), cfg.eval));
+      if (cfg.stop_below > 0 && r.curve.back().suboptimality <= cfg.stop_below) break;
     }
   }
   r.x = x;

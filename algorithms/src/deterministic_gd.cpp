@@ -27,7 +27,7 @@ RunResult run_dqgd(const Problem& p, const DqgdConfig& cfg) {
   const EvalSpec eval{cfg.eval_every, false, false};
   RunResult r;
   Vec x = p.initial_point(), g(n), q(n);
-  r.trace.push_back(evaluate(p, x, 0, 0, eval));
+  r.curve.push_back(evaluate(p, x, 0, 0, eval));
   std::uint64_t t = 0;
   while (t < cfg.iterations) {
     p.gradient(x, g);
@@ -37,8 +37,8 @@ RunResult run_dqgd(const Problem& p, const DqgdConfig& cfg) {
     axpy(-eta, q, x);
     ++t;
     if (t % cfg.eval_every == 0 || t == cfg.iterations) {
-      r.trace.push_back(evaluate(p, x, t, ch.bits_sent(), eval));
-      if (cfg.stop_below > 0 && r.trace.back().suboptimality <= cfg.stop_below) break;
+      r.curve.push_back(evaluate(p, x, t, ch.bits_sent(), eval));
+      if (cfg.stop_below > 0 && r.curve.back().suboptimality <= cfg.stop_below) break;
     }
   }
   r.x = x;

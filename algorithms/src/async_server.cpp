@@ -74,7 +74,7 @@ void run_server(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int wor
   Vec g(n);
   std::uint64_t v = 0;
   r.applied_per_worker.assign(static_cast<std::size_t>(workers), 0);
-  r.trace.push_back(evaluate(p, x, 0, 0, cfg.eval));
+  r.curve.push_back(evaluate(p, x, 0, 0, cfg.eval));
 
   auto fail = [&](int src, const std::string& what) {
     world.abort(qsgd::comm::exit_corrupt_message, "corrupt push from rank " + std::to_string(src) + ": " + what);
@@ -124,7 +124,7 @@ void run_server(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int wor
       r.staleness.push_back(static_cast<std::uint32_t>(stale));
       r.max_staleness = std::max(r.max_staleness, stale);
       ++r.applied_per_worker[static_cast<std::size_t>(src - 1)];
-      if (v % cfg.eval.every == 0 || v == cfg.updates) r.trace.push_back(evaluate(p, x, v, r.grad_bits, cfg.eval));
+      if (v % cfg.eval.every == 0 || v == cfg.updates) r.curve.push_back(evaluate(p, x, v, r.grad_bits, cfg.eval));
     }
     // Answer every push with the current parameters (the worker's pull).
     auto& q = replies[static_cast<std::size_t>(src - 1)];
@@ -253,10 +253,10 @@ void broadcast(AsyncResult& r, Vec& x, MPI_Comm comm) {
   bcast_u64(st);
   r.staleness.assign(st.begin(), st.end());
   MPI_Bcast(x.data(), static_cast<int>(x.size()), MPI_DOUBLE, server, comm);
-  // The trace: iteration and bits as integers, the three measures as doubles.
+  // The curve: iteration and bits as integers, the three measures as doubles.
   std::vector<std::uint64_t> it;
   std::vector<double> vals;
-  for (const TracePoint& tp : r.trace) {
+  for (const CurvePoint& tp : r.curve) {
     it.push_back(tp.iteration);
     it.push_back(tp.bits);
     vals.insert(vals.end(), {tp.suboptimality, tp.loss, tp.grad_norm2});
@@ -264,9 +264,9 @@ void broadcast(AsyncResult& r, Vec& x, MPI_Comm comm) {
   bcast_u64(it);
   vals.resize(it.size() / 2 * 3);
   if (!vals.empty()) MPI_Bcast(vals.data(), static_cast<int>(vals.size()), MPI_DOUBLE, server, comm);
-  r.trace.resize(it.size() / 2);
-  for (std::size_t i = 0; i < r.trace.size(); ++i)
-    r.trace[i] = TracePoint{it[2 * i], vals[3 * i], vals[3 * i + 1], vals[3 * i + 2], it[2 * i + 1]};
+  r.curve.resize(it.size() / 2);
+  for (std::size_t i = 0; i < r.curve.size(); ++i)
+    r.curve[i] = CurvePoint{it[2 * i], vals[3 * i], vals[3 * i + 1], vals[3 * i + 2], it[2 * i + 1]};
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "qsgd/algorithms/trace.hpp"
+#include "qsgd/algorithms/curve.hpp"
 
 #include <sstream>
 
@@ -6,8 +6,8 @@
 
 namespace qsgd::algorithms {
 
-TracePoint evaluate(const Problem& p, const Vec& x, std::uint64_t iteration, std::uint64_t bits, const EvalSpec& e) {
-  TracePoint tp;
+CurvePoint evaluate(const Problem& p, const Vec& x, std::uint64_t iteration, std::uint64_t bits, const EvalSpec& e) {
+  CurvePoint tp;
   tp.iteration = iteration;
   tp.bits = bits;
   if (p.has_optimum()) tp.suboptimality = p.suboptimality(x);
@@ -16,8 +16,8 @@ TracePoint evaluate(const Problem& p, const Vec& x, std::uint64_t iteration, std
   return tp;
 }
 
-std::uint64_t first_iteration_below(const Trace& t, double eps) {
-  for (const TracePoint& p : t)
+std::uint64_t first_iteration_below(const Curve& t, double eps) {
+  for (const CurvePoint& p : t)
     if (p.suboptimality <= eps) return p.iteration;
   return never;
 }

@@ -39,7 +39,7 @@
 #include "qsgd/algorithms/channel.hpp"
 #include "qsgd/algorithms/data_parallel.hpp"
 #include "qsgd/algorithms/problems.hpp"
-#include "qsgd/algorithms/trace.hpp"
+#include "qsgd/algorithms/curve.hpp"
 
 namespace qsgd::algorithms {
 
@@ -61,8 +61,8 @@ struct QsvrgConfig {
 };
 
 struct QsvrgResult {
-  Trace epochs;  // iteration = epoch p, suboptimality of the snapshot y_p
-  Trace inner;   // iteration = global inner step, suboptimality of x_t
+  Curve epochs;  // iteration = epoch p, suboptimality of the snapshot y_p
+  Curve inner;   // iteration = global inner step, suboptimality of x_t
   Vec y;
   double eta = 0.0;
   std::uint64_t inner_steps = 0;

@@ -9,4 +9,4 @@
 #include "qsgd/algorithms/problems.hpp"
 #include "qsgd/algorithms/qsvrg.hpp"
 #include "qsgd/algorithms/random.hpp"
-#include "qsgd/algorithms/trace.hpp"
+#include "qsgd/algorithms/curve.hpp"

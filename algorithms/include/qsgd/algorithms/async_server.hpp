@@ -38,7 +38,7 @@
 
 #include "qsgd/algorithms/channel.hpp"
 #include "qsgd/algorithms/problems.hpp"
-#include "qsgd/algorithms/trace.hpp"
+#include "qsgd/algorithms/curve.hpp"
 
 namespace qsgd::algorithms {
 
@@ -63,7 +63,7 @@ struct AsyncConfig {
 };
 
 struct AsyncResult {
-  Trace trace;                                // iteration = applied updates
+  Curve curve;                                // iteration = applied updates
   Vec x;                                      // final parameters
   std::vector<std::uint64_t> staleness_hist;  // applied updates by staleness
   std::vector<std::uint64_t> rejected_hist;   // rejected pushes by staleness

@@ -15,7 +15,7 @@ class Problem;
 constexpr double not_measured = std::numeric_limits<double>::quiet_NaN();
 constexpr std::uint64_t never = ~std::uint64_t(0);
 
-struct TracePoint {
+struct CurvePoint {
   std::uint64_t iteration = 0;          // steps, applied updates or epochs (the run says which)
   double suboptimality = not_measured;  // f(x) - f*
   double loss = not_measured;           // f(x)
@@ -23,7 +23,7 @@ struct TracePoint {
   std::uint64_t bits = 0;               // all bits sent by all workers so far
 };
 
-using Trace = std::vector<TracePoint>;
+using Curve = std::vector<CurvePoint>;
 
 // What to measure at each evaluation point. Suboptimality is cheap for the
 // quadratics (O(n^2)); loss and gradient norm cost a pass over the data.
@@ -33,10 +33,10 @@ struct EvalSpec {
   bool grad_norm = false;
 };
 
-TracePoint evaluate(const Problem& p, const Vec& x, std::uint64_t iteration, std::uint64_t bits, const EvalSpec& e);
+CurvePoint evaluate(const Problem& p, const Vec& x, std::uint64_t iteration, std::uint64_t bits, const EvalSpec& e);
 
 // First recorded iteration whose suboptimality is <= eps, or `never`.
-std::uint64_t first_iteration_below(const Trace& t, double eps);
+std::uint64_t first_iteration_below(const Curve& t, double eps);
 
 // Step sizes eta_t.
 //   constant:      eta_t = eta
