@@ -19,7 +19,7 @@
 
 #include <qsgd/kernels/crc32c.hpp>
 
-#include "checkpoint.hpp"
+#include "qsgd/train/checkpoint.hpp"
 #include "common.hpp"
 #include "seed_constants.hpp"
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "trace.hpp"
+#include "qsgd/train/trace.hpp"
 #include "trace_builder.hpp"
 
 using namespace qsgd_fuzz;

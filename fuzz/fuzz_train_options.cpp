@@ -16,7 +16,7 @@
 
 #include "common.hpp"
 #include "json_check.hpp"
-#include "options.hpp"
+#include "qsgd/train/options.hpp"
 
 namespace {
 

@@ -21,12 +21,12 @@
 
 #include <qsgd/kernels.hpp>
 
-#include "checkpoint.hpp"
+#include "qsgd/train/checkpoint.hpp"
 #include "common.hpp"
 #include "message_recipe.hpp"
 #include "regressions/regressions.hpp"
 #include "seed_constants.hpp"
-#include "trace.hpp"
+#include "qsgd/train/trace.hpp"
 #include "trace_builder.hpp"
 
 namespace {

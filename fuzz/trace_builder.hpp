@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "trace.hpp"
+#include "qsgd/train/trace.hpp"
 
 namespace qsgd_fuzz {
 

@@ -1,485 +1,41 @@
-// qsgd-train: synchronous data-parallel training with QSGD gradient exchange
-// (spec section 3), the suite's end-to-end measurement. Each step, per rank:
-// forward, backward (buckets of finished gradients, in reverse layer order,
-// start their exchange while backward goes on, and a progress thread keeps
-// them moving), wait for the averaged gradients, SGD update. Every phase is
-// timed on every rank and written, raw, to an HDF5 trace (docs/traces.md has
-// every definition: exposed communication is time blocked in MPI waits,
-// hidden communication is network time under other work).
-//
-// MPI faults: every MPI call's result is checked, and the trainer's own
-// collectives (step record gather, evaluation and epoch reductions, barriers)
-// are non-blocking ones completed by a watched wait (Communicator::collective),
-// as the exchanges' are: a peer that dies or hangs ends the job with one line
-// and exit code 7 within the peer timeout (--peer-timeout; docs/exchange.md).
+// qsgd-train: synchronous data-parallel training with QSGD gradient exchange,
+// the suite's end-to-end measurement (qsgd::train::Trainer does the work;
+// options: qsgd-train --help). This file is the program around it: MPI and
+// Kokkos, the options, the provenance the trace records, and what errors
+// become (exit 1 or 2; the trainer's own codes are in qsgd/train/trainer.hpp).
 #include <mpi.h>
-#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <csignal>
-#include <cstdlib>
-#include <cmath>
-#include <cstdio>
-#include <ctime>
 #include <iostream>
-#include <memory>
-#include <sstream>
+#include <map>
 #include <stdexcept>
-#include <thread>
+#include <string>
 
-#include "checkpoint.hpp"
-#include "options.hpp"
 #include "provenance.hpp"
-#include "qsgd/comm/bucketer.hpp"
-#include "qsgd/comm/exchange.hpp"
-#include "qsgd/kernels/profiling.hpp"
-#include "qsgd/models/char_lstm.hpp"
-#include "qsgd/models/cnn.hpp"
-#include "qsgd/models/data/batch_loader.hpp"
-#include "qsgd/models/data/fashion_mnist.hpp"
-#include "qsgd/models/data/sampler.hpp"
-#include "qsgd/models/data/teacher.hpp"
-#include "qsgd/models/data/text_corpus.hpp"
-#include "qsgd/models/mlp.hpp"
-#include "qsgd/models/sgd.hpp"
-#include "trace.hpp"
+#include "qsgd/comm/communicator.hpp"
+#include "qsgd/train/options.hpp"
+#include "qsgd/train/trainer.hpp"
 
-namespace qm = qsgd::models;
 namespace qc = qsgd::comm;
-using Exec = Kokkos::DefaultExecutionSpace;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Exit codes of the trainer's own checks; the exchange's (2, 3, 4) and MPI
-// faults' (7) are in qsgd/comm/communicator.hpp.
-constexpr int exit_replicas_diverged = 5;
-constexpr int exit_loss_not_finite = 6;
-
-// One of the trainer's MPI operations, as MPI errors and the watchdog name it:
-// "<what> of qsgd-train at step S".
-qc::MpiSite at(const char* what, std::uint64_t step) { return {what, "qsgd-train", static_cast<std::int64_t>(step)}; }
-qc::MpiSite at(const char* what) { return {what, "qsgd-train"}; }
-
-struct Data {
-  qm::LabeledDataset train, test;
-  qm::TokenDataset train_tok, test_tok;
-  bool tokens = false;
-  std::size_t train_size() const { return tokens ? train_tok.size() : train.size(); }
-  std::size_t test_size() const { return tokens ? test_tok.size() : test.size(); }
-};
-
-Data load_data(const qsgd::train::Options& o) {
-  Data d;
-  if (o.dataset == "fashion-mnist") {
-    const std::string dir = o.data_dir.empty() ? qm::default_fashion_mnist_dir() : o.data_dir;
-    d.train = qm::load_fashion_mnist(dir, qm::Split::train);
-    d.test = qm::load_fashion_mnist(dir, qm::Split::test);
-  } else if (o.dataset == "teacher") {
-    qm::TeacherConfig tc;
-    tc.samples = o.teacher_samples;
-    tc.features = o.model == "mlp" ? o.mlp_widths.front() : 784;
-    tc.classes = o.model == "mlp" ? o.mlp_widths.back() : 10;
-    tc.data_seed = 2;
-    d.train = qm::make_teacher_dataset(tc);
-    tc.samples = std::max<std::size_t>(tc.samples / 4, 1);
-    tc.data_seed = 3;
-    d.test = qm::make_teacher_dataset(tc);
-  } else {
-    const auto corpus = qm::load_text_corpus(qm::default_corpus_paths());
-    d.train_tok = qm::make_token_dataset(corpus, o.lstm_seq, 0.0, 0.9);
-    d.test_tok = qm::make_token_dataset(corpus, o.lstm_seq, 0.9, 1.0);
-    d.tokens = true;
-  }
-  return d;
+// The build and machine attributes of the trace: the suite's provenance block.
+std::map<std::string, std::string> provenance() {
+  std::map<std::string, std::string> a;
+  for (const auto& [k, v] : qsgd::bench::provenance()) a[k] = v;
+  a["cuda_version"] = qsgd::bench::cuda_version();
+  a["date"] = qsgd::bench::utc_now();
+  return a;
 }
-
-std::unique_ptr<qm::Model> make_model(const qsgd::train::Options& o, const Data& d) {
-  if (o.model == "mlp") {
-    qm::MlpConfig c;
-    c.widths = o.mlp_widths;
-    if (!d.tokens && c.widths.front() != d.train.features)
-      throw std::invalid_argument("--mlp-widths starts with " + std::to_string(c.widths.front()) + " but the data has " +
-                                  std::to_string(d.train.features) + " features");
-    return std::make_unique<qm::Mlp>(c, o.seed);
-  }
-  if (o.model == "cnn") return std::make_unique<qm::Cnn>(qm::CnnConfig{}, o.seed);
-  qm::CharLstmConfig c;
-  c.vocab = d.train_tok.vocab;
-  c.hidden = o.lstm_hidden;
-  c.seq_len = o.lstm_seq;
-  return std::make_unique<qm::CharLstm>(c, o.seed);
-}
-
-std::uint64_t params_hash(const qm::Model& m) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m.params());
-  return qc::fnv1a(h.data(), h.extent(0) * sizeof(float));
-}
-
-
-std::string mpi_library_version(const qc::Communicator& comm) {
-  char v[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  comm.check(MPI_Get_library_version(v, &len), "MPI_Get_library_version", at("provenance"));
-  std::string s(v, static_cast<std::size_t>(len));
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-std::string host_names(const qc::Communicator& comm) {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  std::vector<char> all(256 * static_cast<std::size_t>(comm.size()));
-  comm.collective("MPI_Iallgather", at("host name allgather"), [&](MPI_Request* r) {
-    return MPI_Iallgather(name, 256, MPI_CHAR, all.data(), 256, MPI_CHAR, comm.mpi(), r);
-  });
-  std::string out = "[";
-  for (int r = 0; r < comm.size(); ++r) out += std::string(r ? "," : "") + "\"" + std::string(&all[256 * r]) + "\"";
-  return out + "]";
-}
-
-// Test-set loss and accuracy: each rank evaluates its shard, sums are reduced.
-std::pair<double, double> evaluate(qm::Model& model, const Data& data, const qc::Communicator& comm,
-                                   std::size_t batch, std::size_t limit, std::uint64_t step) {
-  qsgd::prof::Scope range("train/evaluate");
-  const std::size_t n = limit ? std::min(limit, data.test_size()) : data.test_size();
-  const auto shard = qm::shard_range(n, comm.rank(), comm.size(), qm::ShardPolicy::balanced);
-  std::unique_ptr<qm::BatchLoader> loader =
-      data.tokens ? std::make_unique<qm::BatchLoader>(data.test_tok, batch) : std::make_unique<qm::BatchLoader>(data.test, batch);
-  std::vector<std::size_t> idx(batch);
-  double sums[3] = {0, 0, 0};  // loss * rows, correct, rows
-  for (std::size_t b = shard.begin; b < shard.end; b += batch) {
-    const std::size_t cnt = std::min(batch, shard.end - b);
-    for (std::size_t k = 0; k < cnt; ++k) idx[k] = b + k;
-    model.forward(loader->load(idx.data(), cnt));
-    sums[0] += model.stats().loss * static_cast<double>(model.stats().rows);
-    sums[1] += static_cast<double>(model.stats().correct);
-    sums[2] += static_cast<double>(model.stats().rows);
-  }
-  comm.collective("MPI_Iallreduce", at("evaluation sums allreduce", step), [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm.mpi(), r);
-  });
-  return {sums[2] > 0 ? sums[0] / sums[2] : 0.0, sums[2] > 0 ? sums[1] / sums[2] : 0.0};
-}
-
-int run(const qsgd::train::Options& o, const qc::Communicator& world) {
-  // The peer timeout of every wait, the exchanges' included (they copy it).
-  const qc::Communicator comm = o.peer_timeout >= 0 ? world.with_peer_timeout(o.peer_timeout) : world;
-  const int rank = comm.rank(), K = comm.size();
-  const bool interactive = !o.quiet && rank == 0 && isatty(fileno(stderr));
-  Data data = load_data(o);
-  auto model = make_model(o, data);
-  const std::size_t P = model->num_parameters();
-  const auto& tensors = model->tensors();
-
-  // Exchanges: the configured one for large tensors, fp32 allreduce for the
-  // tensors under the layer filter (the paper's convention).
-  qc::ExchangeConfig xc = o.exchange_config();
-  auto compressed = qc::make_exchange(xc, comm);
-  qc::ExchangeConfig dc;
-  dc.strategy = qc::StrategyKind::allreduce;
-  dc.codec.codec = qsgd::CodecKind::fp32;
-  auto dense = qc::make_exchange(dc, comm);
-  qc::BucketerConfig bc;
-  bc.fusion_bytes = o.fusion_mb << 20;
-  bc.layer_filter = o.layer_filter;
-  bc.progress_thread = o.progress_thread;
-  bc.poll_us = o.poll_us;
-  qc::Bucketer<Exec> bucketer(*compressed, *dense, bc);
-  for (const auto& t : tensors) bucketer.add(t.size);
-  bucketer.plan();
-
-  qm::EpochSampler sampler(data.train_size(), rank, K, o.seed);
-  const std::size_t shard_steps = sampler.batches(o.batch);
-  if (shard_steps == 0)
-    throw std::invalid_argument("the shard of " + std::to_string(sampler.shard_size()) + " samples is smaller than one batch of " +
-                                std::to_string(o.batch));
-  const std::size_t steps_per_epoch = o.max_steps ? std::min(o.max_steps, shard_steps) : shard_steps;
-  const std::size_t total_steps = steps_per_epoch * o.epochs;
-
-  qm::SgdConfig sc;
-  sc.lr.base_lr = o.lr;
-  sc.lr.warmup_steps = o.warmup;
-  sc.lr.decay = o.lr_decay == "cosine" ? qm::LrDecay::cosine : o.lr_decay == "step" ? qm::LrDecay::step : qm::LrDecay::constant;
-  sc.lr.total_steps = total_steps;
-  sc.lr.step_size = std::max<std::size_t>(total_steps / 3, 1);
-  sc.momentum = o.momentum;
-  sc.weight_decay = o.weight_decay;
-  qm::Sgd sgd(model->store().params(), sc);
-
-  // Run identity for checkpoints: everything that changes the trajectory.
-  const std::string cfg_json = o.to_json();
-  const std::uint64_t run_hash = qc::fnv1a(cfg_json, static_cast<std::uint64_t>(K));
-
-  std::uint64_t step = 0, start_epoch = 0, start_in_epoch = 0;
-  if (o.resume) {
-    const auto st = qsgd::train::load_checkpoint(o.checkpoint, run_hash, P);
-    Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hp(const_cast<float*>(st.params.data()), P);
-    Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hm(const_cast<float*>(st.momentum.data()), P);
-    Kokkos::deep_copy(model->store().params(), hp);
-    Kokkos::deep_copy(sgd.momentum_buffer(), hm);
-    step = st.step;
-    start_epoch = st.epoch;
-    start_in_epoch = st.step_in_epoch;
-    sgd.set_steps(step);
-    if (rank == 0 && !o.quiet)
-      std::fprintf(stderr, "qsgd-train: resumed from %s at step %llu (epoch %llu)\n", o.checkpoint.c_str(),
-                   static_cast<unsigned long long>(step), static_cast<unsigned long long>(start_epoch));
-  }
-
-  // Trace (rank 0 writes; every rank sends its records).
-  std::unique_ptr<qsgd::trace::TraceWriter> trace;
-  const std::string hosts = host_names(comm);
-  if (!o.trace.empty() && rank == 0) {
-    qsgd::trace::Attributes a;
-    for (const auto& [k, v] : qsgd::bench::provenance()) a[k] = v;
-    a["config"] = cfg_json;
-    a["describe"] = o.describe();
-    a["mpi_version"] = mpi_library_version(comm);
-    a["hdf5_version"] = qsgd::trace::hdf5_version();
-    a["cuda_version"] = qsgd::bench::cuda_version();
-    a["hosts"] = hosts;
-    a["date"] = qsgd::bench::utc_now();
-    a["model_parameters"] = std::to_string(P);
-    a["steps_per_epoch"] = std::to_string(steps_per_epoch);
-    a["steps_per_full_epoch"] = std::to_string(shard_steps);
-    a["buckets"] = std::to_string(bucketer.buckets().size());
-    a["link_rate"] = std::getenv("QSGD_NETLAB_RATE") ? std::getenv("QSGD_NETLAB_RATE") : "local";
-    a["label"] = o.label;
-    trace = std::make_unique<qsgd::trace::TraceWriter>(o.trace, K, a, o.resume);
-    trace->truncate(static_cast<std::int64_t>(step), static_cast<std::int32_t>(start_epoch));
-  }
-
-  // Gradient hook: a bucket starts its exchange as soon as backward has
-  // produced all its tensors (tensors come in backward order, so buckets fill
-  // in reverse layer order), and every hook advances the buckets in flight.
-  double hook_s = 0;
-  const auto grads = model->store().grads();
-  const auto synthetic = std::chrono::microseconds(static_cast<long long>(o.synthetic_backward_ms * 1e3));
-  model->set_grad_ready_hook([&](std::size_t t) {
-    if (o.overlap) {
-      const auto t0 = Clock::now();
-      bucketer.push_inplace(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-      bucketer.progress();
-      hook_s += seconds_since(t0);
-    }
-    if (synthetic.count() > 0) std::this_thread::sleep_for(synthetic);  // test hook: a slower backward
-  });
-
-  std::unique_ptr<qm::BatchLoader> loader = data.tokens ? std::make_unique<qm::BatchLoader>(data.train_tok, o.batch)
-                                                        : std::make_unique<qm::BatchLoader>(data.train, o.batch);
-  qsgd::trace::StepRecord rec;
-  std::vector<qsgd::trace::StepRecord> all(static_cast<std::size_t>(K));
-  const std::uint64_t grad_elems = P;
-
-  auto checkpoint = [&](std::uint64_t epoch, std::uint64_t in_epoch) {
-    if (trace) trace->flush();  // first the trace, then the checkpoint (resume truncates the trace)
-    if (o.checkpoint.empty()) return;
-    if (rank == 0) {
-      qsgd::train::CheckpointState st;
-      st.config_hash = run_hash;
-      st.step = step;
-      st.epoch = epoch;
-      st.step_in_epoch = in_epoch;
-      auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model->store().params());
-      auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sgd.momentum_buffer());
-      st.params.assign(hp.data(), hp.data() + P);
-      st.momentum.assign(hm.data(), hm.data() + P);
-      qsgd::train::save_checkpoint(o.checkpoint, st);
-    }
-    comm.barrier(at("checkpoint barrier", step));
-  };
-
-  // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
-  // global step N (after any checkpoint due at N), as a job killed there would be.
-  const char* crash_env = std::getenv("QSGD_TEST_CRASH_AFTER_STEP");
-  const std::uint64_t crash_after = crash_env ? std::strtoull(crash_env, nullptr, 10) : 0;
-
-  auto check_replicas = [&]() {
-    const std::uint64_t h = params_hash(*model);
-    const std::string bad = comm.mismatch(h, "model parameters", "parameter hash after step " + std::to_string(step));
-    if (!bad.empty()) comm.abort(exit_replicas_diverged, "replicas diverged: " + bad, true);
-  };
-
-  if (rank == 0 && !o.quiet)
-    std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs, %zu buckets\n",
-                 o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer.buckets().size());
-
-  // One step: forward, backward with the hooks, wait, update; fills rec.
-  auto run_step = [&](std::uint64_t epoch, std::uint64_t b) {
-    qsgd::prof::Scope step_range("train/step");
-    const auto t_step = Clock::now();
-    rec = {};
-    rec.step = static_cast<std::int64_t>(step);
-    rec.epoch = static_cast<std::int32_t>(epoch);
-    const qm::Batch* batch;
-    {
-      qsgd::prof::Scope r("data/load");
-      batch = &loader->load(sampler.batch(b, o.batch), o.batch);
-    }
-    model->zero_grad();
-    auto t0 = Clock::now();
-    {
-      qsgd::prof::Scope r("model/forward");
-      model->forward(*batch);
-      Kokkos::fence();
-    }
-    rec.forward = seconds_since(t0);
-    rec.loss = model->loss();
-    bucketer.begin_step(step);
-    hook_s = 0;
-    t0 = Clock::now();
-    {
-      qsgd::prof::Scope r("model/backward");
-      model->backward();
-      Kokkos::fence();
-    }
-    // Backward compute excludes the exchange work the hooks did inside it.
-    rec.backward = std::max(0.0, seconds_since(t0) - hook_s);
-    {
-      qsgd::prof::Scope r("comm/wait");
-      if (!o.overlap)
-        for (std::size_t t = 0; t < tensors.size(); ++t)
-          bucketer.push_inplace(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-      for (std::size_t t = 0; t < tensors.size(); ++t)
-        bucketer.wait(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-    }
-    const qc::StepTotals& st = bucketer.step_totals();
-    rec.quantize = st.quantize_s;
-    rec.encode = st.encode_s;
-    rec.requantize = st.requantize_s;
-    rec.decode = st.decode_s;
-    rec.comm_exposed = st.blocked_s;
-    rec.comm_hidden = std::max(0.0, st.network_s - st.blocked_s);
-    rec.wire_bytes = st.wire_bytes;
-    rec.bits_per_dim = grad_elems ? 8.0 * static_cast<double>(st.encoded_bytes) / static_cast<double>(grad_elems) : 0;
-    const double step0 = std::chrono::duration<double>(t_step.time_since_epoch()).count();
-    const auto& bks = bucketer.buckets();
-    rec.buckets = static_cast<std::int32_t>(bks.size());
-    for (std::size_t i = 0; i < bks.size() && i < static_cast<std::size_t>(qsgd::trace::max_buckets); ++i) {
-      rec.bucket_start[i] = bks[i].t_start - step0;
-      rec.bucket_posted[i] = bks[i].t_posted - step0;
-      rec.bucket_done[i] = bks[i].t_done - step0;
-    }
-    t0 = Clock::now();
-    {
-      qsgd::prof::Scope r("optim/update");
-      sgd.step(grads);
-      Kokkos::fence();
-    }
-    rec.update = seconds_since(t0);
-    rec.step_time = seconds_since(t_step);
-    if (!std::isfinite(rec.loss))
-      comm.abort(exit_loss_not_finite, "loss is not finite at step " + std::to_string(step), true);
-    comm.collective("MPI_Igather", at("step record gather", step), [&](MPI_Request* r) {
-      return MPI_Igather(&rec, sizeof rec, MPI_BYTE, all.data(), sizeof rec, MPI_BYTE, 0, comm.mpi(), r);
-    });
-    if (trace) trace->add_step(all);
-  };
-
-  // Test-set evaluation; the training time it reports excludes evaluations.
-  double train_time = 0;  // this rank's training wall time (steps only)
-  std::int64_t last_eval_step = -1;
-  bool reached = false;
-  auto eval_now = [&](std::uint64_t epoch) {
-    double tt = train_time;
-    comm.collective("MPI_Iallreduce", at("training time allreduce", step), [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, comm.mpi(), r);
-    });
-    const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit, step);
-    if (trace)
-      trace->add_eval({static_cast<std::int64_t>(step), static_cast<std::int32_t>(epoch), tt, test_loss, test_acc});
-    last_eval_step = static_cast<std::int64_t>(step);
-    if (o.target_accuracy > 0 && test_acc >= o.target_accuracy) reached = true;  // same on every rank (reduced)
-    return std::make_pair(test_loss, test_acc);
-  };
-
-  for (std::uint64_t epoch = start_epoch; epoch < o.epochs && !reached; ++epoch) {
-    qsgd::prof::Scope epoch_range("train/epoch");
-    sampler.set_epoch(epoch);
-    comm.barrier(at("epoch start barrier", step));
-    double epoch_time = 0;  // steps only: evaluations inside the epoch are excluded
-    double loss_sum = 0;
-    std::size_t loss_n = 0;
-    const std::uint64_t first = epoch == start_epoch ? start_in_epoch : 0;
-    std::uint64_t b = first;
-    std::pair<double, double> last_eval{0, 0};
-    for (; b < steps_per_epoch && !reached; ++b) {
-      const auto t_train = Clock::now();
-      run_step(epoch, b);
-      const double dt = seconds_since(t_train);
-      train_time += dt;
-      epoch_time += dt;
-      loss_sum += rec.loss;
-      ++loss_n;
-      ++step;
-      if (interactive) {
-        std::fprintf(stderr, "\repoch %llu step %llu/%zu loss %.4f %.1f samples/s   ",
-                     static_cast<unsigned long long>(epoch), static_cast<unsigned long long>(b + 1), steps_per_epoch,
-                     rec.loss, static_cast<double>(o.batch * K) / rec.step_time);
-      }
-      if (o.hash_every && step % o.hash_every == 0) check_replicas();
-      if (o.eval_every && step % o.eval_every == 0) last_eval = eval_now(epoch);
-      if (o.checkpoint_every && step % o.checkpoint_every == 0 && b + 1 < steps_per_epoch)
-        checkpoint(epoch, b + 1);
-      else if (trace && step % o.flush_every == 0)
-        trace->flush();
-      if (crash_after && step == crash_after) {  // test hook: die like a killed job
-        comm.barrier(at("barrier before the test crash", step));
-        std::raise(SIGKILL);
-      }
-    }
-    comm.collective("MPI_Iallreduce", at("epoch time allreduce", step), [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, &epoch_time, 1, MPI_DOUBLE, MPI_MAX, comm.mpi(), r);
-    });
-    double mean_loss[2] = {loss_sum, static_cast<double>(loss_n)};
-    comm.collective("MPI_Iallreduce", at("epoch loss allreduce", step), [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, mean_loss, 2, MPI_DOUBLE, MPI_SUM, comm.mpi(), r);
-    });
-    if (last_eval_step != static_cast<std::int64_t>(step)) last_eval = eval_now(epoch);
-    const auto [test_loss, test_acc] = last_eval;
-    if (trace) {
-      qsgd::trace::EpochRecord e;
-      e.epoch = static_cast<std::int32_t>(epoch);
-      e.epoch_time = epoch_time;
-      e.train_loss = mean_loss[1] > 0 ? mean_loss[0] / mean_loss[1] : 0;
-      e.test_loss = test_loss;
-      e.test_accuracy = test_acc;
-      e.steps = static_cast<std::int64_t>(b - first);
-      trace->add_epoch(e);
-    }
-    if (rank == 0 && !o.quiet)
-      std::fprintf(stderr, "%sepoch %llu: %.2f s, train loss %.4f, test loss %.4f, test accuracy %.4f%s\n",
-                   interactive ? "\n" : "", static_cast<unsigned long long>(epoch), epoch_time,
-                   mean_loss[1] > 0 ? mean_loss[0] / mean_loss[1] : 0, test_loss, test_acc,
-                   reached ? " (target reached)" : "");
-    checkpoint(epoch + 1, 0);
-  }
-  check_replicas();
-  if (trace) {
-    trace->set_attribute("target_reached", reached ? "true" : "false");
-    char hex[32];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(*model)));
-    trace->set_attribute("final_params_fnv1a", hex);
-    trace->set_attribute("complete", "true");
-    trace->flush();
-  }
-  return 0;
-}
-
-}  // namespace
 
 // Kokkos, options, the run, and what their errors become (exit 1 or 2).
 int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
   Kokkos::ScopeGuard guard(argc, argv);
   try {
     const auto opts = qsgd::train::parse(argc, argv);
-    return run(opts, comm);
+    qsgd::train::Trainer(opts, comm, provenance()).run();
+    return 0;
   } catch (const std::invalid_argument& e) {
     if (std::string(e.what()) == "help") {
       if (comm.rank() == 0) std::cout << qsgd::train::usage();
@@ -494,13 +50,15 @@ int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
   }
 }
 
+}  // namespace
+
 int main(int argc, char** argv) {
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the bucketer's progress thread polls the network
   // while this thread computes (--progress thread). Until a Communicator sets
   // MPI_ERRORS_RETURN, MPI's default handler ends the job on a failure.
   qc::check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", MPI_COMM_WORLD,
-                at("startup"));
+                {"startup", "qsgd-train"});
   int rc = 0;
   try {
     rc = guarded_run(argc, argv, qc::Communicator::world());
@@ -508,6 +66,6 @@ int main(int argc, char** argv) {
     std::cerr << "qsgd-train: error: " << e.what() << "\n";
     rc = 2;
   }
-  qc::check_mpi(MPI_Finalize(), "MPI_Finalize", MPI_COMM_WORLD, at("shutdown"));
+  qc::check_mpi(MPI_Finalize(), "MPI_Finalize", MPI_COMM_WORLD, {"shutdown", "qsgd-train"});
   return rc;
 }

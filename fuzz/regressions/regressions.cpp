@@ -17,7 +17,7 @@
 
 #include "common.hpp"
 #include "message_recipe.hpp"
-#include "trace.hpp"
+#include "qsgd/train/trace.hpp"
 #include "trace_builder.hpp"
 
 namespace qsgd_fuzz {

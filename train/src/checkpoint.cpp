@@ -1,4 +1,4 @@
-#include "checkpoint.hpp"
+#include "qsgd/train/checkpoint.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "trace.hpp"
+#include "qsgd/train/trace.hpp"
 
 #include <hdf5.h>
 

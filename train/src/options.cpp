@@ -1,4 +1,4 @@
-#include "options.hpp"
+#include "qsgd/train/options.hpp"
 
 #include <cctype>
 #include <charconv>
