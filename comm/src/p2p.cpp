@@ -331,7 +331,6 @@ void PieceAllgather::start(MPI_Comm comm, int rank, int ranks, std::size_t piece
     post_send(send + j * slot, bytes, next, static_cast<int>(j), j);
     if (j + 1 < pieces) advance(false, t, false);  // forward what arrived meanwhile
   }
-  times_ = &t;
 }
 
 void PieceAllgather::on_recv(std::uint64_t id, std::size_t bytes) {

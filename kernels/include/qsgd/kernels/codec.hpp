@@ -579,22 +579,11 @@ class Codec {
 template <class ExecSpace, class MemSpace, class AccView>
 void accumulate_levels(const ExecSpace& exec, const Quantized<MemSpace>& q, float weight, const AccView& acc) {
   if (acc.extent(0) < q.n) throw Error(Errc::buffer_too_small, "accumulate_levels: accumulator shorter than n");
-  const auto scales = q.scales;
-  const auto levels = q.levels;
-  const std::uint64_t n = q.n;
-  const std::uint32_t d = q.d, s = q.s;
   const detail::AccumulateSink<AccView> sink{acc, weight};
-  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
-  using member_t = typename policy_t::member_type;
-  Kokkos::parallel_for(
-      "qsgd::accumulate_levels", policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO),
-      KOKKOS_LAMBDA(const member_t& m) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
-        const std::uint64_t end = begin + d < n ? begin + d : n;
-        const detail::LevelUnit unit(scales(m.league_rank()), s);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end),
-                             [&](std::uint64_t i) { sink.put(i, levels(i), unit); });
-      });
+  detail::for_each_level(exec, q, "qsgd::accumulate_levels",
+                         KOKKOS_LAMBDA(std::uint64_t i, std::int32_t l, const detail::LevelUnit& unit) {
+                           sink.put(i, l, unit);
+                         });
 }
 
 }  // namespace qsgd

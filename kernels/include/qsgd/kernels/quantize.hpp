@@ -381,6 +381,28 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   }
 }
 
+namespace detail {
+// f(i, level, unit) for every coordinate i < q.n of a quantized vector, one
+// team per bucket (unit: the bucket's LevelUnit). Shared by dequantize and
+// accumulate_levels (codec.hpp).
+template <class ExecSpace, class MemSpace, class F>
+void for_each_level(const ExecSpace& exec, const Quantized<MemSpace>& q, const char* label, const F& f) {
+  const auto scales = q.scales;
+  const auto levels = q.levels;
+  const std::uint64_t n = q.n;
+  const std::uint32_t d = q.d, s = q.s;
+  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+  using member_t = typename policy_t::member_type;
+  Kokkos::parallel_for(
+      label, policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO), KOKKOS_LAMBDA(const member_t& m) {
+        const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
+        const std::uint64_t end = begin + d < n ? begin + d : n;
+        const LevelUnit unit(scales(m.league_rank()), s);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) { f(i, levels(i), unit); });
+      });
+}
+}  // namespace detail
+
 /*
  * dequantize
  * Purpose: out[i] = scale(bucket(i)) * level[i] / s.
@@ -389,22 +411,10 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
 template <class ExecSpace, class MemSpace, class OutView>
 void dequantize(const ExecSpace& exec, const Quantized<MemSpace>& q, const OutView& out) {
   if (out.extent(0) < q.n) throw Error(Errc::buffer_too_small, "dequantize: output shorter than n");
-  const auto scales = q.scales;
-  const auto levels = q.levels;
-  const std::uint64_t n = q.n;
-  const std::uint32_t d = q.d, s = q.s;
-  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
-  using member_t = typename policy_t::member_type;
-  Kokkos::parallel_for(
-      "qsgd::dequantize", policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO),
-      KOKKOS_LAMBDA(const member_t& m) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
-        const std::uint64_t end = begin + d < n ? begin + d : n;
-        const detail::LevelUnit unit(scales(m.league_rank()), s);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
-          out(i) = unit.value(levels(i));
-        });
-      });
+  detail::for_each_level(exec, q, "qsgd::dequantize",
+                         KOKKOS_LAMBDA(std::uint64_t i, std::int32_t l, const detail::LevelUnit& unit) {
+                           out(i) = unit.value(l);
+                         });
 }
 
 namespace detail {
