@@ -114,7 +114,9 @@ void apply(const Mutation& m, std::vector<std::uint64_t>& w, std::size_t& bytes)
       }
       return;
     case 6:  // a bucket's scale
-      if (has_header && lay.buckets > 0 && (lay.scales_word + (lay.buckets + 1) / 2) <= w.size()) {
+      // Overflow-safe: a mutated header's layout can hold any 64-bit values.
+      if (has_header && lay.buckets > 0 && lay.scales_word <= w.size() &&
+          lay.buckets <= 2 * (w.size() - lay.scales_word)) {
         const std::size_t b = m.where % lay.buckets;
         const std::size_t k = m.value % (sizeof interesting_f32 / sizeof interesting_f32[0] + 1);
         const float f = k < sizeof interesting_f32 / sizeof interesting_f32[0]
