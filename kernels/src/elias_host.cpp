@@ -7,16 +7,9 @@
 #include "qsgd/kernels/detail/elias.hpp"
 #include "qsgd/kernels/detail/fixed_simd.hpp"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__)
-#include <immintrin.h>
-#define QSGD_HAVE_AVX512_PATH 1
+#include "host_x86.hpp"
+#ifdef QSGD_HAVE_AVX512_PATH
 #define QSGD_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 headers start masked operations from _mm512_undefined_*(),
-// which -Wmaybe-uninitialized reports at every inlined use (a false positive).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #endif
 
 namespace qsgd::detail::simd {
@@ -115,14 +108,14 @@ QSGD_AVX512 void lengths_avx512(const std::int32_t* levels, std::uint64_t n, std
   const std::uint64_t nchunks = (n + chunk - 1) / chunk;
   for (std::uint64_t c = 0; c < nchunks; ++c) {
     const std::uint64_t i0 = c * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
-    std::uint64_t i = i0, total = 0;
+    std::uint64_t i = i0;
     __m512i sum = _mm512_setzero_si512();
     for (; i + 16 <= i1; i += 16) {
       __m512i bits, len;
       if (!codewords16(levels + i, tab_lo, tab_hi, smax, bits, len)) break;
       sum = _mm512_add_epi32(sum, len);
     }
-    total = static_cast<std::uint32_t>(_mm512_reduce_add_epi32(sum));
+    std::uint64_t total = static_cast<std::uint32_t>(_mm512_reduce_add_epi32(sum));
     for (; i < i1; ++i) {
       std::uint64_t b;
       std::uint32_t l;

@@ -10,16 +10,9 @@
 #include "qsgd/kernels/detail/sinks.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__)
-#include <immintrin.h>
-#define QSGD_HAVE_AVX512_PATH 1
+#include "host_x86.hpp"
+#ifdef QSGD_HAVE_AVX512_PATH
 #define QSGD_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi")))
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 headers start masked operations from _mm512_undefined_*(),
-// which -Wmaybe-uninitialized reports at every inlined use (a false positive).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #endif
 
 namespace qsgd::detail::simd {
