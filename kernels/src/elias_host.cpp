@@ -30,6 +30,8 @@ bool cpu_has_avx512() {
 
 bool applies(std::uint32_t s) { return host_paths_enabled() && cpu_has_avx512() && s <= elias_dense_simd_max_s; }
 
+#ifdef QSGD_HAVE_AVX512_PATH
+
 // Entry a (|l| = a <= s): the codeword without its sign bit's value, shifted
 // into place (bits << 8), and its length (low 8 bits); level 0 is "0".
 // Entries above s are never read (the caller checks |l| <= s first).
@@ -83,8 +85,6 @@ struct Stream {
     if (fill > 0) out[w] = acc;
   }
 };
-
-#ifdef QSGD_HAVE_AVX512_PATH
 
 // The 16 codewords of levels[i, i + 16) and their lengths (32-bit lanes);
 // false when a level is above the table.

@@ -298,6 +298,35 @@ std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64
   return scan_chunk_lengths(exec, chunk_len, offsets, nchunks);
 }
 
+// One chunk's codewords (coordinates [i0, i1), bits [start, end) of the
+// payload). A function rather than a branch in the kernel's lambda: nvcc does
+// not let an extended lambda first capture a variable inside `if constexpr`.
+template <bool Sparse, class LView, class Writer, class Table>
+KOKKOS_INLINE_FUNCTION void write_chunk(const LView& levels, std::uint64_t i0, std::uint64_t i1, std::uint64_t start,
+                                        std::uint64_t end, Writer& wr, const Table& om) {
+  if constexpr (Sparse) {
+    std::uint64_t count = 0;
+    for (std::uint64_t i = i0; i < i1; ++i) count += levels(i) != 0;
+    const Codeword cc = om.get(count + 1);
+    wr.put(cc.bits, cc.len);
+    std::uint64_t prev = i0 - 1;
+    for (std::uint64_t i = i0; i < i1; ++i) {
+      const std::int32_t l = levels(i);
+      if (l == 0) continue;
+      const Codeword g = om.get(i - prev);
+      wr.put(g.bits, g.len);
+      wr.put(l < 0 ? 1u : 0u, 1);
+      const Codeword lc = om.get(magnitude_of(l));
+      wr.put(lc.bits, lc.len);
+      prev = i;
+    }
+    (void)start;
+    (void)end;
+  } else {
+    write_dense_chunk(levels, i0, i1, start, end, wr, om);
+  }
+}
+
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
 void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
                  const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all, const Table& om) {
@@ -319,25 +348,7 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
         const std::uint64_t start = offsets(c);
         BitWriter<WordView> wr(payload_all, start, start + chunk_len(c));
-        if constexpr (Sparse) {
-          std::uint64_t count = 0;
-          for (std::uint64_t i = i0; i < i1; ++i) count += levels(i) != 0;
-          const Codeword cc = om.get(count + 1);
-          wr.put(cc.bits, cc.len);
-          std::uint64_t prev = i0 - 1;
-          for (std::uint64_t i = i0; i < i1; ++i) {
-            const std::int32_t l = levels(i);
-            if (l == 0) continue;
-            const Codeword g = om.get(i - prev);
-            wr.put(g.bits, g.len);
-            wr.put(l < 0 ? 1u : 0u, 1);
-            const Codeword lc = om.get(magnitude_of(l));
-            wr.put(lc.bits, lc.len);
-            prev = i;
-          }
-        } else {
-          write_dense_chunk(levels, i0, i1, start, start + chunk_len(c), wr, om);
-        }
+        write_chunk<Sparse>(levels, i0, i1, start, start + chunk_len(c), wr, om);
         wr.finish();
       });
 }
