@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -149,6 +150,43 @@ std::vector<std::uint64_t> Communicator::allgather(std::uint64_t v, const MpiSit
 
 void Communicator::barrier(const MpiSite& site) const {
   if (!serial_) collective("MPI_Ibarrier", site, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+}
+
+namespace {
+void allreduce_in_place(const Communicator& c, double* v, int n, MPI_Op op, const MpiSite& site) {
+  if (c.is_serial() || n == 0) return;
+  c.collective("MPI_Iallreduce", site, [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, c.mpi(), r);
+  });
+}
+}  // namespace
+
+void Communicator::allreduce_sum(double* v, int n, const MpiSite& site) const {
+  allreduce_in_place(*this, v, n, MPI_SUM, site);
+}
+
+void Communicator::allreduce_max(double* v, int n, const MpiSite& site) const {
+  allreduce_in_place(*this, v, n, MPI_MAX, site);
+}
+
+void Communicator::allgather_bytes(const void* mine, int bytes, void* all, const MpiSite& site) const {
+  if (serial_) {
+    if (bytes > 0) std::memcpy(all, mine, static_cast<std::size_t>(bytes));
+    return;
+  }
+  collective("MPI_Iallgather", site, [&](MPI_Request* r) {
+    return MPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm_, r);
+  });
+}
+
+void Communicator::gather_bytes(const void* mine, int bytes, void* all, int root, const MpiSite& site) const {
+  if (serial_) {
+    if (bytes > 0) std::memcpy(all, mine, static_cast<std::size_t>(bytes));
+    return;
+  }
+  collective("MPI_Igather", site, [&](MPI_Request* r) {
+    return MPI_Igather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, root, comm_, r);
+  });
 }
 
 void Communicator::abort(int code, const std::string& what, bool collective) const {

@@ -630,3 +630,49 @@ TEST(Bucketer, PlanMismatchNamesTheRanks) {
 }
 
 }  // namespace
+
+// The Communicator's small collectives (what qsgd-train reduces and gathers):
+// sums and maxima in place, byte blocks in rank order; at one rank (and for
+// the serial stand-in) the values come back unchanged.
+TEST(Communicator, ReductionsAndGathersCombineEveryRankInRankOrder) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  double v[3] = {1.0 + me, -2.0 * me, 0.5};
+  comm.allreduce_sum(v, 3, {"test sum"});
+  EXPECT_EQ(v[0], K + K * (K - 1) / 2.0);
+  EXPECT_EQ(v[1], -1.0 * K * (K - 1));
+  EXPECT_EQ(v[2], 0.5 * K);
+  double m[2] = {static_cast<double>(me), -static_cast<double>(me)};
+  comm.allreduce_max(m, 2, {"test max"});
+  EXPECT_EQ(m[0], K - 1.0);
+  EXPECT_EQ(m[1], 0.0);
+  const std::uint32_t mine[2] = {0xabc00000u + static_cast<std::uint32_t>(me), static_cast<std::uint32_t>(7 * me)};
+  std::vector<std::uint32_t> all(2 * static_cast<std::size_t>(K), 0xffffffffu);
+  comm.allgather_bytes(mine, sizeof mine, all.data(), {"test allgather"});
+  for (int r = 0; r < K; ++r) {
+    EXPECT_EQ(all[2 * r], 0xabc00000u + static_cast<std::uint32_t>(r));
+    EXPECT_EQ(all[2 * r + 1], static_cast<std::uint32_t>(7 * r));
+  }
+  const int root = K - 1;
+  std::vector<std::uint32_t> gathered(2 * static_cast<std::size_t>(K), 0xffffffffu);
+  comm.gather_bytes(mine, sizeof mine, gathered.data(), root, {"test gather"});
+  for (int r = 0; r < K; ++r) {
+    EXPECT_EQ(gathered[2 * r], me == root ? 0xabc00000u + static_cast<std::uint32_t>(r) : 0xffffffffu);
+    EXPECT_EQ(gathered[2 * r + 1], me == root ? static_cast<std::uint32_t>(7 * r) : 0xffffffffu);
+  }
+}
+
+TEST(Communicator, SerialReductionsAndGathersAreTheRanksOwnValues) {
+  const Communicator comm = Communicator::serial();
+  double v[2] = {3.0, -1.0};
+  comm.allreduce_sum(v, 2, {"serial sum"});
+  comm.allreduce_max(v, 2, {"serial max"});
+  EXPECT_EQ(v[0], 3.0);
+  EXPECT_EQ(v[1], -1.0);
+  const char mine[4] = {'q', 's', 'g', 'd'};
+  char all[4] = {}, gathered[4] = {};
+  comm.allgather_bytes(mine, 4, all, {"serial allgather"});
+  comm.gather_bytes(mine, 4, gathered, 0, {"serial gather"});
+  EXPECT_EQ(std::string(all, 4), "qsgd");
+  EXPECT_EQ(std::string(gathered, 4), "qsgd");
+}

@@ -115,9 +115,7 @@ std::string host_names(const qc::Communicator& comm) {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   std::vector<char> all(256 * static_cast<std::size_t>(comm.size()));
-  comm.collective("MPI_Iallgather", at("host name allgather"), [&](MPI_Request* r) {
-    return MPI_Iallgather(name, 256, MPI_CHAR, all.data(), 256, MPI_CHAR, comm.mpi(), r);
-  });
+  comm.allgather_bytes(name, 256, all.data(), at("host name allgather"));
   std::string out = "[";
   for (int r = 0; r < comm.size(); ++r) out += std::string(r ? "," : "") + "\"" + std::string(&all[256 * r]) + "\"";
   return out + "]";
@@ -141,9 +139,7 @@ std::pair<double, double> evaluate(qm::Model& model, const Data& data, const qc:
     sums[1] += static_cast<double>(model.stats().correct);
     sums[2] += static_cast<double>(model.stats().rows);
   }
-  comm.collective("MPI_Iallreduce", at("evaluation sums allreduce", step), [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm.mpi(), r);
-  });
+  comm.allreduce_sum(sums, 3, at("evaluation sums allreduce", step));
   return {sums[2] > 0 ? sums[0] / sums[2] : 0.0, sums[2] > 0 ? sums[1] / sums[2] : 0.0};
 }
 
@@ -400,18 +396,14 @@ struct Trainer::Impl {
     rec.step_time = seconds_since(t_step);
     if (!std::isfinite(rec.loss))
       comm.abort(exit_loss_not_finite, "loss is not finite at step " + std::to_string(step), true);
-    comm.collective("MPI_Igather", at("step record gather", step), [&](MPI_Request* r) {
-      return MPI_Igather(&rec, sizeof rec, MPI_BYTE, all.data(), sizeof rec, MPI_BYTE, 0, comm.mpi(), r);
-    });
+    comm.gather_bytes(&rec, sizeof rec, all.data(), 0, at("step record gather", step));
     if (trace) trace->add_step(all);
   }
 
   // Test-set evaluation, recorded with the training time so far.
   std::pair<double, double> eval_now(std::uint64_t epoch) {
     double tt = train_time;
-    comm.collective("MPI_Iallreduce", at("training time allreduce", step), [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, &tt, 1, MPI_DOUBLE, MPI_MAX, comm.mpi(), r);
-    });
+    comm.allreduce_max(&tt, 1, at("training time allreduce", step));
     const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit, step);
     if (trace)
       trace->add_eval({static_cast<std::int64_t>(step), static_cast<std::int32_t>(epoch), tt, test_loss, test_acc});
@@ -450,13 +442,9 @@ struct Trainer::Impl {
   }
 
   void end_of_epoch(std::uint64_t epoch, std::uint64_t steps) {
-    comm.collective("MPI_Iallreduce", at("epoch time allreduce", step), [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, &epoch_time, 1, MPI_DOUBLE, MPI_MAX, comm.mpi(), r);
-    });
+    comm.allreduce_max(&epoch_time, 1, at("epoch time allreduce", step));
     double mean_loss[2] = {loss_sum, static_cast<double>(loss_n)};
-    comm.collective("MPI_Iallreduce", at("epoch loss allreduce", step), [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, mean_loss, 2, MPI_DOUBLE, MPI_SUM, comm.mpi(), r);
-    });
+    comm.allreduce_sum(mean_loss, 2, at("epoch loss allreduce", step));
     if (last_eval_step != static_cast<std::int64_t>(step)) last_eval = eval_now(epoch);
     const auto [test_loss, test_acc] = last_eval;
     if (trace) {

@@ -151,6 +151,15 @@ class Communicator {
   // Collective. Every rank gets every rank's value (serial: {v}).
   std::vector<std::uint64_t> allgather(std::uint64_t v, const MpiSite& site = {"allgather"}) const;
   void barrier(const MpiSite& site = {"barrier"}) const;
+  // Collective, in place: v[0, n) becomes its sum (max) over the ranks
+  // (serial: unchanged). One MPI_Iallreduce in a watched wait.
+  void allreduce_sum(double* v, int n, const MpiSite& site) const;
+  void allreduce_max(double* v, int n, const MpiSite& site) const;
+  // Collective: every rank's `bytes` bytes at `mine`, in rank order, into
+  // all[0, size() * bytes) on every rank (allgather_bytes) or on `root` only
+  // (gather_bytes; `all` is not touched elsewhere). Serial: a copy.
+  void allgather_bytes(const void* mine, int bytes, void* all, const MpiSite& site) const;
+  void gather_bytes(const void* mine, int bytes, void* all, int root, const MpiSite& site) const;
 
   // Prints "qsgd: rank R: <what>" on stderr and ends the job with `code`:
   // MPI_Abort(comm, code) under MPI, std::exit(code) when serial. With
