@@ -39,7 +39,7 @@ pkgs=(
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
-  libbenchmark-dev libgtest-dev
+  libbenchmark-dev libgtest-dev nlohmann-json3-dev
   zlib1g-dev dataset-fashion-mnist
 )
 if [ "$want_python" = 1 ]; then

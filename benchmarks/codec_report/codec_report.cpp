@@ -30,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "inputs.hpp"
+#include "json.hpp"
 #include "provenance.hpp"
 #include "qsgd/kernels.hpp"
 
@@ -56,12 +58,11 @@ struct Options {
   std::string out;  // empty: stdout
 };
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using qsgd::bench::parse_count;
+using qsgd::bench::UsageError;
 
-void print_help() {
-  std::printf(
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
       "Usage: %s [options] [--kokkos-...]\n"
       "Bits per dimension, entropy floor, Elias overhead and variance blow-up of\n"
       "every codec on deterministic inputs.\n\n"
@@ -69,26 +70,12 @@ void print_help() {
       "  --n N           input size (default 1048576 = 2^20; at least 16)\n"
       "  --inputs LIST   comma-separated subset of:",
       program);
-  for (auto k : qsgd::bench::all_inputs()) std::printf(" %s", qsgd::bench::to_string(k).c_str());
-  std::printf(
+  for (auto k : qsgd::bench::all_inputs()) std::fprintf(out, " %s", qsgd::bench::to_string(k).c_str());
+  std::fprintf(out,
       "\n                  (default: all)\n"
       "  --draws K       random draws per row for the means (default 8)\n"
       "  --out FILE      write to FILE instead of stdout\n"
       "  --help          this text\n");
-}
-
-std::uint64_t parse_uint(const std::string& opt, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used, 10);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || text[0] == '-' || v < lo || v > hi)
-    throw UsageError(opt + " needs an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" +
-                     text + "'");
-  return v;
 }
 
 std::vector<qsgd::bench::InputKind> parse_inputs(const std::string& list) {
@@ -104,23 +91,21 @@ std::vector<qsgd::bench::InputKind> parse_inputs(const std::string& list) {
   return out;
 }
 
-// Returns false when --help was given. Kokkos has removed its own options.
-bool parse_options(int argc, char** argv, Options& o) {
+// Kokkos has removed its own options; --help was handled before it started.
+void parse_options(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw UsageError(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--help" || a == "-h") return false;
     if (a == "--json") o.json = true;
-    else if (a == "--n") o.n = parse_uint(a, value(), 16, std::uint64_t(1) << 31);
+    else if (a == "--n") o.n = parse_count(a, value(), 16, std::uint64_t(1) << 31);
     else if (a == "--inputs") o.inputs = parse_inputs(value());
-    else if (a == "--draws") o.draws = static_cast<int>(parse_uint(a, value(), 1, 10000));
+    else if (a == "--draws") o.draws = static_cast<int>(parse_count(a, value(), 1, 10000));
     else if (a == "--out") o.out = value();
     else throw UsageError("unknown option '" + a + "' (try --help)");
   }
-  return true;
 }
 
 // ---- schemes: the rows of the report ----------------------------------------
@@ -319,26 +304,8 @@ void print_table(std::ostream& os, const std::vector<Row>& rows, const Options& 
         "  cost about 2.94 (dense) and 2.75 (sparse) bits/dim (spec section 2).\n";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else out += c;
-  }
-  return out + "\"";
-}
-
-std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", x);
-  return buf;
-}
-
+using qsgd::bench::json_number;
+using qsgd::bench::json_string;
 using qsgd::bench::utc_now;
 
 std::string host_name() {
@@ -384,10 +351,7 @@ int run_program(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   Options o;
   try {
-    if (!parse_options(argc, argv, o)) {
-      print_help();
-      return 0;
-    }
+    parse_options(argc, argv, o);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     return 2;
@@ -415,6 +379,7 @@ int run_program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
+    if (const auto code = qsgd::bench::early_options(argc, argv, program, print_usage)) return *code;
     return run_program(argc, argv);
   } catch (const std::exception& e) {  // qsgd::Error included
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());

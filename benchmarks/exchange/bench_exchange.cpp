@@ -51,7 +51,9 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "inputs.hpp"
+#include "json.hpp"
 #include "mpi_provenance.hpp"
 #include "provenance.hpp"
 #include "stats.hpp"
@@ -87,8 +89,8 @@ struct Options {
   std::uint32_t window = qsgd::comm::ExchangeConfig{}.window;
 };
 
-[[noreturn]] void usage(int code) {
-  std::fprintf(code ? stderr : stdout,
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
                "usage: mpirun -np K qsgd-bench-exchange [options]\n"
                "  -b, --minbytes B     smallest gradient in fp32 bytes (suffix K, M, G; default 4M)\n"
                "  -e, --maxbytes B     largest (default 64M)\n"
@@ -109,88 +111,70 @@ struct Options {
                "                       schedule runs once per transport)\n"
                "  --segment B          ring pipeline segment (default 4M)\n"
                "  --window N           ring receives in flight (default 8)\n");
-  std::exit(code);
 }
 
-std::uint64_t parse_bytes(const std::string& s) {
-  char* end = nullptr;
-  const double x = std::strtod(s.c_str(), &end);
-  std::uint64_t mult = 1;
-  if (*end == 'K' || *end == 'k')
-    mult = 1ull << 10;
-  else if (*end == 'M' || *end == 'm')
-    mult = 1ull << 20;
-  else if (*end == 'G' || *end == 'g')
-    mult = 1ull << 30;
-  else if (*end != '\0')
-    usage(2);
-  return static_cast<std::uint64_t>(x * static_cast<double>(mult));
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-Options parse(int argc, char** argv) {
+// The command line after MPI and Kokkos took theirs; throws UsageError or
+// qsgd::Error (a codec, strategy or norm name) naming the option.
+Options parse_options(int argc, char** argv) {
+  using qsgd::bench::parse_bytes;
+  using qsgd::bench::parse_count;
+  using qsgd::bench::split_list;
+  constexpr std::uint64_t max_bytes = std::uint64_t(1) << 40;
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
+      if (i + 1 >= argc) throw qsgd::bench::UsageError(a + " needs a value");
       return argv[++i];
     };
-    if (a == "-h" || a == "--help")
-      usage(0);
-    else if (a == "-b" || a == "--minbytes")
-      o.min_bytes = parse_bytes(value());
+    if (a == "-b" || a == "--minbytes")
+      o.min_bytes = parse_bytes(a, value(), 4, max_bytes);
     else if (a == "-e" || a == "--maxbytes")
-      o.max_bytes = parse_bytes(value());
+      o.max_bytes = parse_bytes(a, value(), 4, max_bytes);
     else if (a == "-f" || a == "--stepfactor")
-      o.factor = std::strtoull(value().c_str(), nullptr, 10);
+      o.factor = parse_count(a, value(), 2, 1u << 20);
     else if (a == "-w" || a == "--warmup")
-      o.warmup = std::atoi(value().c_str());
+      o.warmup = static_cast<int>(parse_count(a, value(), 0, 1000000));
     else if (a == "-n" || a == "--iters")
-      o.iters = std::atoi(value().c_str());
+      o.iters = static_cast<int>(parse_count(a, value(), 1, 1000000));
     else if (a == "--strategies") {
       o.strategies.clear();
-      for (const auto& s : split(value())) o.strategies.push_back(qsgd::comm::parse_strategy(s));
+      for (const auto& s : split_list(value())) o.strategies.push_back(qsgd::comm::parse_strategy(s));
     } else if (a == "--codecs") {
       o.codecs.clear();
-      for (const auto& s : split(value())) o.codecs.push_back(qsgd::parse_codec(s));
+      for (const auto& s : split_list(value())) o.codecs.push_back(qsgd::parse_codec(s));
     } else if (a == "--levels")
-      o.s = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
+      o.s = static_cast<std::uint32_t>(parse_count(a, value(), 1, qsgd::max_levels));
     else if (a == "--bucket")
-      o.d = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
+      o.d = static_cast<std::uint32_t>(parse_count(a, value(), 0, 0xFFFFFFFFull));
     else if (a == "--norm")
       o.norm = qsgd::parse_norm(value());
     else if (a == "--half")
       o.half = qsgd::parse_codec(value());
     else if (a == "--input") {
-      if (!qsgd::bench::parse_input(value(), o.input)) usage(2);
+      const std::string name = value();
+      if (!qsgd::bench::parse_input(name, o.input))
+        throw qsgd::bench::UsageError("unknown input '" + name + "' (see --help)");
     } else if (a == "--seed")
-      o.seed = std::strtoull(value().c_str(), nullptr, 10);
+      o.seed = parse_count(a, value(), 0, ~std::uint64_t(0));
     else if (a == "-o" || a == "--json")
       o.json = value();
     else if (a == "--no-check")
       o.check = false;
     else if (a == "--transports") {
       o.transports.clear();
-      for (const auto& t : split(value())) o.transports.push_back(qsgd::comm::parse_transport(t));
+      for (const auto& t : split_list(value())) o.transports.push_back(qsgd::comm::parse_transport(t));
     } else if (a == "--segment")
-      o.segment = parse_bytes(value());
+      o.segment = parse_bytes(a, value(), 1, max_bytes);
     else if (a == "--window")
-      o.window = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
+      o.window = static_cast<std::uint32_t>(parse_count(a, value(), 1, 1u << 16));
     else
-      usage(2);
+      throw qsgd::bench::UsageError("unknown option '" + a + "' (try --help)");
   }
-  if (o.transports.empty() || o.segment == 0 || o.window == 0) usage(2);
-  if (o.factor < 2 || o.iters < 1 || o.warmup < 0 || o.min_bytes < 4 || o.max_bytes < o.min_bytes) usage(2);
-  if (o.half != qsgd::CodecKind::bf16 && o.half != qsgd::CodecKind::fp16) usage(2);
+  if (o.transports.empty()) throw qsgd::bench::UsageError("--transports needs at least one of ring, library");
+  if (o.max_bytes < o.min_bytes) throw qsgd::bench::UsageError("--maxbytes is smaller than --minbytes");
+  if (o.half != qsgd::CodecKind::bf16 && o.half != qsgd::CodecKind::fp16)
+    throw qsgd::bench::UsageError("--half needs bf16 or fp16");
   return o;
 }
 
@@ -303,28 +287,8 @@ double ring_ceiling(const qsgd::comm::Communicator& comm, std::uint64_t bytes) {
   return static_cast<double>(bytes) / median_of(t) / 1e9;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else
-      out += c;
-  }
-  return out + "\"";
-}
-
-std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
-  return buf;
-}
-
+using qsgd::bench::json_number;
+using qsgd::bench::json_string;
 using qsgd::bench::utc_now;
 
 using qsgd::bench::mpi_library;
@@ -513,14 +477,9 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
   os << "\n  ]\n}\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+int run(const Options& o) {
   int status = 0;
   {
-    Kokkos::ScopeGuard guard(argc, argv);
-    const Options o = parse(argc, argv);
     const auto comm = qsgd::comm::Communicator::world();
     // The Communicator set MPI_ERRORS_RETURN on the world communicator. This
     // program's own calls on it (timing reductions, the link ceiling, the
@@ -565,6 +524,28 @@ int main(int argc, char** argv) {
     const auto hosts = host_names(K);  // collective
     if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes);
     if (me == 0 && status) std::fprintf(stderr, "qsgd-bench-exchange: some rows differ across ranks\n");
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const auto code = qsgd::bench::early_options(argc, argv, "qsgd-bench-exchange", print_usage)) return *code;
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  {
+    Kokkos::ScopeGuard guard(argc, argv);
+    Options o;
+    try {
+      o = parse_options(argc, argv);
+    } catch (const std::exception& e) {  // UsageError, or qsgd::Error for a name
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank == 0) std::fprintf(stderr, "qsgd-bench-exchange: error: %s\n", e.what());
+      status = 2;
+    }
+    if (status == 0) status = run(o);
   }
   MPI_Finalize();
   return status;

@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "inputs.hpp"
 #include "provenance.hpp"
 #include "qsgd/kernels.hpp"
@@ -355,8 +356,8 @@ void add_context(const Settings& s) {
 
 // ---- options ----------------------------------------------------------------
 
-void print_help() {
-  std::printf(
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
       "%s: throughput of quantize/encode/decode against memcpy (Google Benchmark).\n"
       "Options of this program:\n"
       "  --qsgd_s=N          levels s (default 16)\n"
@@ -368,26 +369,14 @@ void print_help() {
       "Repetitions default to 5 (--benchmark_repetitions=R overrides).\n"
       "Kokkos options (--kokkos-...) are accepted too.\n\n",
       program);
+  std::fflush(out);
   benchmark::PrintDefaultHelp();
 }
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+void print_help() { print_usage(stdout); }
 
-std::uint64_t parse_count(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used, 10);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || text[0] == '-' || v < lo || v > hi)
-    throw UsageError(flag + " needs an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" +
-                     text + "'");
-  return v;
-}
+using qsgd::bench::parse_count;
+using qsgd::bench::UsageError;
 
 // Takes this program's --qsgd_* flags out of args; leaves the rest for
 // Google Benchmark. Adds --benchmark_repetitions=5 unless given.
@@ -457,6 +446,7 @@ int run_program(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const auto code = qsgd::bench::early_options(argc, argv, program, print_usage)) return *code;
   try {
     return run_program(argc, argv);
   } catch (const std::exception& e) {  // qsgd::Error included

@@ -37,6 +37,8 @@
 #include "qsgd/models/detail/workspace.hpp"
 #include "qsgd/models/mlp.hpp"
 #include "dates.hpp"
+#include "cli.hpp"
+#include "json.hpp"
 #include "stats.hpp"
 #include "qsgd/models/sgd.hpp"
 
@@ -79,49 +81,51 @@ struct Options {
   std::string json = "-";
 };
 
-[[noreturn]] void usage(const char* prog, int rc) {
-  std::cerr << "usage: " << prog
-            << " [--widths 784,4096,4096,10] [--batch 128] [--warmup 3] [--steps 20]\n"
-               "       [--lr 0.01] [--momentum 0.9] [--weight-decay 0] [--seed 1] [--json FILE|-]\n";
-  std::exit(rc);
+constexpr const char* program = "qsgd-bench-mlp-step";
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: %s [--widths 784,4096,4096,10] [--batch 128] [--warmup 3] [--steps 20]\n"
+               "       [--lr 0.01] [--momentum 0.9] [--weight-decay 0] [--seed 1] [--json FILE|-]\n",
+               program);
 }
 
-Options parse(int argc, char** argv) {
+// Throws qsgd::bench::UsageError naming the option.
+Options parse_options(int argc, char** argv) {
+  using qsgd::bench::parse_count;
+  using qsgd::bench::parse_real;
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
-      if (i + 1 >= argc) usage(argv[0], 2);
+      if (i + 1 >= argc) throw qsgd::bench::UsageError(a + " needs a value");
       return argv[++i];
     };
     if (a == "--widths") {
       o.widths.clear();
-      std::stringstream ss(val());
-      for (std::string t; std::getline(ss, t, ',');) o.widths.push_back(std::stoul(t));
+      for (const std::string& t : qsgd::bench::split_list(val()))
+        o.widths.push_back(static_cast<std::size_t>(parse_count(a, t, 1, 1u << 24)));
+      if (o.widths.size() < 2) throw qsgd::bench::UsageError("--widths needs at least two layer widths");
     } else if (a == "--batch") {
-      o.batch = std::stoul(val());
+      o.batch = static_cast<std::size_t>(parse_count(a, val(), 1, 1u << 24));
     } else if (a == "--warmup") {
-      o.warmup = std::stoi(val());
+      o.warmup = static_cast<int>(parse_count(a, val(), 0, 1000000));
     } else if (a == "--steps") {
-      o.steps = std::stoi(val());
+      o.steps = static_cast<int>(parse_count(a, val(), 1, 1000000));
     } else if (a == "--lr") {
-      o.lr = std::stod(val());
+      o.lr = parse_real(a, val(), 0.0, 1e6);
     } else if (a == "--momentum") {
-      o.momentum = std::stod(val());
+      o.momentum = parse_real(a, val(), 0.0, 1.0);
     } else if (a == "--weight-decay") {
-      o.weight_decay = std::stod(val());
+      o.weight_decay = parse_real(a, val(), 0.0, 1e6);
     } else if (a == "--seed") {
-      o.seed = std::stoull(val());
+      o.seed = parse_count(a, val(), 0, ~std::uint64_t(0));
     } else if (a == "--json") {
       o.json = val();
-    } else if (a == "-h" || a == "--help") {
-      usage(argv[0], 0);
     } else {
-      std::cerr << "unknown option " << a << "\n";
-      usage(argv[0], 2);
+      throw qsgd::bench::UsageError("unknown option '" + a + "' (try --help)");
     }
   }
-  if (o.widths.size() < 2 || o.batch == 0 || o.steps < 1 || o.warmup < 0) usage(argv[0], 2);
   return o;
 }
 
@@ -140,21 +144,6 @@ std::string blas_library() {
   return "unknown";
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      o += ' ';
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
 struct Summary {
   double median, min, p99;
 };
@@ -164,17 +153,23 @@ Summary summarize(const std::vector<double>& v) {
 }
 
 std::string summary_json(const Summary& s) {
-  std::ostringstream os;
-  os.precision(9);
-  os << "{\"median\": " << s.median << ", \"min\": " << s.min << ", \"p99\": " << s.p99 << "}";
-  return os.str();
+  using qsgd::bench::json_number;
+  return "{\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) + ", \"p99\": " +
+         json_number(s.p99) + "}";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options opt = parse(argc, argv);
+  if (const auto code = qsgd::bench::early_options(argc, argv, program, print_usage)) return *code;
   Kokkos::ScopeGuard guard(argc, argv);
+  Options opt;
+  try {
+    opt = parse_options(argc, argv);
+  } catch (const qsgd::bench::UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 2;
+  }
   int rc = 0;
   {
     using clock = std::chrono::steady_clock;
@@ -282,9 +277,9 @@ int main(int argc, char** argv) {
     js << "{\n  \"schema_version\": 1,\n  \"benchmark\": \"mlp_step\",\n  \"implementation\": \"qsgd::models\",\n";
     js << "  \"context\": {\"git_hash\": \"" << qsgd::bench::build::git_hash << "\", \"build_type\": \"" << QSGD_BUILD_TYPE
        << "\", \"kokkos_version\": " << KOKKOS_VERSION << ", \"kokkos_backend\": \""
-       << m::ExecSpace::name() << "\", \"blas\": \"" << json_escape(blas_library())
-       << "\", \"OPENBLAS_NUM_THREADS\": \"" << (obt ? obt : "") << "\", \"host\": \"" << json_escape(host)
-       << "\", \"affinity\": [" << affinity << "], \"date\": \"" << date << "\"},\n";
+       << m::ExecSpace::name() << "\", \"blas\": " << qsgd::bench::json_string(blas_library())
+       << ", \"OPENBLAS_NUM_THREADS\": " << qsgd::bench::json_string(obt ? obt : "")
+       << ", \"host\": " << qsgd::bench::json_string(host) << ", \"affinity\": [" << affinity << "], \"date\": \"" << date << "\"},\n";
     js << "  \"config\": {\"widths\": [";
     for (std::size_t i = 0; i < opt.widths.size(); ++i) js << (i ? ", " : "") << opt.widths[i];
     js << "], \"batch\": " << opt.batch << ", \"parameters\": " << model.num_parameters()

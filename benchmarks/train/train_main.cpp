@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli.hpp"
 #include "provenance.hpp"
 #include "qsgd/comm/communicator.hpp"
 #include "qsgd/train/options.hpp"
@@ -53,6 +54,9 @@ int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const auto code = qsgd::bench::early_options(argc, argv, "qsgd-train",
+                                                   [](std::FILE* f) { std::fputs(qsgd::train::usage().c_str(), f); }))
+    return *code;
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the bucketer's progress thread polls the network
   // while this thread computes (--progress thread). Until a Communicator sets

@@ -56,7 +56,8 @@ std::vector<std::uint8_t> message_float_max_scale() {
 // with json_escape (44-51), which escapes only '"' and '\\': a control
 // character in --label or --data-dir goes raw into the JSON that becomes the
 // trace's `config` attribute, and JSON readers (Python's json.loads) reject
-// it. Fixed: control characters are written as \u00XX.
+// it. Fixed: control characters are written as \u00XX (nlohmann::json
+// writes the configuration now, train/src/options.cpp).
 std::vector<std::uint8_t> options_label_control_char() { return join_args({"--label", "run\n1"}); }
 
 // The same clause: --lr inf (std::stod accepts it, and "inf > 0") is written

@@ -1,5 +1,7 @@
 #include "qsgd/train/options.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -61,37 +63,6 @@ std::vector<std::size_t> to_list(const std::string& opt, const std::string& v) {
   while (std::getline(ss, item, ',')) out.push_back(to_uint(opt, item));
   if (out.size() < 2) bad(opt + " expects at least two comma-separated widths, got '" + v + "'");
   return out;
-}
-
-// A JSON string's contents: quotes, backslashes and control characters
-// escaped (bytes >= 0x80 pass through: labels and paths are UTF-8).
-std::string json_escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      static const char hex[] = "0123456789abcdef";
-      o += "\\u00";
-      o += hex[u >> 4];
-      o += hex[u & 15];
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
-// The shortest decimal that reads back as the same double: the run's
-// configuration hash is taken over this JSON, so --lr 0.1 and --lr
-// 0.1000001 must not print alike (the stream's default 6 digits did).
-std::string json_number(double x) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, r.ptr);
 }
 
 }  // namespace
@@ -272,25 +243,47 @@ std::string Options::describe() const {
   return os.str();
 }
 
+// nlohmann::json writes strings escaped per RFC 8259 and numbers as the
+// shortest decimal that reads back as the same double: the run's
+// configuration hash is taken over this JSON, so --lr 0.1 and --lr 0.1000001
+// must not print alike. Keys stay in this order (ordered_json).
 std::string Options::to_json() const {
-  std::ostringstream os;
-  os << "{\"model\":\"" << json_escape(model) << "\",\"mlp_widths\":[";
-  for (std::size_t i = 0; i < mlp_widths.size(); ++i) os << (i ? "," : "") << mlp_widths[i];
-  os << "],\"dataset\":\"" << json_escape(dataset) << "\",\"data_dir\":\"" << json_escape(data_dir) << "\""
-     << ",\"teacher_samples\":" << teacher_samples << ",\"lstm_hidden\":" << lstm_hidden << ",\"lstm_seq\":" << lstm_seq
-     << ",\"batch_per_rank\":" << batch << ",\"epochs\":" << epochs << ",\"max_steps\":" << max_steps
-     << ",\"lr\":" << json_number(lr) << ",\"momentum\":" << json_number(momentum)
-     << ",\"weight_decay\":" << json_number(weight_decay)
-     << ",\"warmup\":" << warmup << ",\"lr_decay\":\"" << json_escape(lr_decay) << "\",\"seed\":" << seed
-     << ",\"strategy\":\"" << json_escape(strategy) << "\",\"codec\":\"" << to_string(codec) << "\",\"s\":" << s
-     << ",\"d\":" << d << ",\"norm\":\"" << to_string(norm) << "\",\"naming\":\"" << json_escape(naming) << "\""
-     << ",\"fusion_mb\":" << fusion_mb << ",\"layer_filter\":" << layer_filter
-     << ",\"overlap\":" << (overlap ? "true" : "false") << ",\"transport\":\"" << comm::to_string(transport)
-     << "\",\"segment_kb\":" << segment_kb << ",\"window\":" << window
-     << ",\"progress\":\"" << (progress_thread ? "thread" : "hooks") << "\",\"poll_us\":" << poll_us
-     << ",\"synthetic_backward_ms\":" << json_number(synthetic_backward_ms) << ",\"eval_every\":" << eval_every
-     << ",\"target_accuracy\":" << json_number(target_accuracy) << ",\"label\":\"" << json_escape(label) << "\"}";
-  return os.str();
+  nlohmann::ordered_json j;
+  j["model"] = model;
+  j["mlp_widths"] = mlp_widths;
+  j["dataset"] = dataset;
+  j["data_dir"] = data_dir;
+  j["teacher_samples"] = teacher_samples;
+  j["lstm_hidden"] = lstm_hidden;
+  j["lstm_seq"] = lstm_seq;
+  j["batch_per_rank"] = batch;
+  j["epochs"] = epochs;
+  j["max_steps"] = max_steps;
+  j["lr"] = lr;
+  j["momentum"] = momentum;
+  j["weight_decay"] = weight_decay;
+  j["warmup"] = warmup;
+  j["lr_decay"] = lr_decay;
+  j["seed"] = seed;
+  j["strategy"] = strategy;
+  j["codec"] = to_string(codec);
+  j["s"] = s;
+  j["d"] = d;
+  j["norm"] = to_string(norm);
+  j["naming"] = naming;
+  j["fusion_mb"] = fusion_mb;
+  j["layer_filter"] = layer_filter;
+  j["overlap"] = overlap;
+  j["transport"] = comm::to_string(transport);
+  j["segment_kb"] = segment_kb;
+  j["window"] = window;
+  j["progress"] = progress_thread ? "thread" : "hooks";
+  j["poll_us"] = poll_us;
+  j["synthetic_backward_ms"] = synthetic_backward_ms;
+  j["eval_every"] = eval_every;
+  j["target_accuracy"] = target_accuracy;
+  j["label"] = label;
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace qsgd::train

@@ -12,6 +12,8 @@
 
 namespace qsgd::algorithms::program {
 
+using qsgd::bench::Json;
+
 struct Options {
   std::string command;
   std::string out;

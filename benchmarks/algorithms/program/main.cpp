@@ -24,6 +24,7 @@
 
 #include "experiments.hpp"
 #include "mpi_provenance.hpp"
+#include "cli.hpp"
 #include "provenance.hpp"
 
 namespace qp = qsgd::algorithms::program;
@@ -32,13 +33,16 @@ namespace {
 
 constexpr const char* schema = "qsgd.algorithms/1";
 
-[[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
-               "qsgd-algorithms: %s\n"
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
                "usage: qsgd-algorithms {convex|qsvrg|dqgd|async} --out FILE [--seeds N] [--workers K] [--quick]\n"
                "       async (under mpirun, >= 2 ranks): [--updates U] [--window W] [--taus 0,2,8,-1] "
-               "[--delay-us D]\n",
-               msg);
+               "[--delay-us D]\n");
+}
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr, "qsgd-algorithms: error: %s\n", msg);
+  print_usage(stderr);
   std::exit(2);
 }
 
@@ -67,24 +71,26 @@ qp::Options parse(int argc, char** argv) {
       if (a == "--out")
         o.out = next();
       else if (a == "--seeds")
-        o.seeds = std::stoi(next());
+        o.seeds = static_cast<int>(qsgd::bench::parse_count(a, next(), 1, 1000000));
       else if (a == "--workers")
-        o.workers = std::stoi(next());
+        o.workers = static_cast<int>(qsgd::bench::parse_count(a, next(), 1, 1 << 20));
       else if (a == "--quick")
         o.quick = true;
       else if (a == "--updates")
-        o.updates = std::stoull(next());
+        o.updates = qsgd::bench::parse_count(a, next(), 1, ~std::uint64_t(0));
       else if (a == "--window")
-        o.window = std::stoi(next());
+        o.window = static_cast<int>(qsgd::bench::parse_count(a, next(), 1, 1 << 20));
       else if (a == "--taus")
         o.taus = parse_list(next());
       else if (a == "--delay-us")
-        o.delay_us = std::stod(next());
+        o.delay_us = qsgd::bench::parse_real(a, next(), 0.0, 1e9);
       else if (a.rfind("--kokkos", 0) == 0)
         continue;
       else
         usage(("unknown option '" + a + "'").c_str());
-    } catch (const std::invalid_argument&) {
+    } catch (const qsgd::bench::UsageError& e) {
+      usage(e.what());
+    } catch (const std::exception&) {  // std::stoi in --taus
       usage(("bad value for " + a).c_str());
     }
   }
@@ -117,6 +123,7 @@ void write_context(qp::Json& j, const qp::Options& o, int ranks, int argc, char*
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const auto code = qsgd::bench::early_options(argc, argv, "qsgd-algorithms", print_usage)) return *code;
   const qp::Options o = parse(argc, argv);
   const bool mpi = o.command == "async";
   if (mpi) MPI_Init(&argc, &argv);

@@ -1,0 +1,63 @@
+// The command-line helpers every program shares (benchmarks/common/cli.hpp).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli.hpp"
+
+namespace {
+
+using qsgd::bench::parse_bytes;
+using qsgd::bench::parse_count;
+using qsgd::bench::parse_real;
+using qsgd::bench::split_list;
+using qsgd::bench::UsageError;
+
+// The message of the UsageError that f throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Cli, CountsAreDecimalDigitsInRange) {
+  EXPECT_EQ(parse_count("--n", "0", 0, 10), 0u);
+  EXPECT_EQ(parse_count("--n", "10", 0, 10), 10u);
+  EXPECT_EQ(parse_count("--seed", "18446744073709551615", 0, ~0ull), ~0ull);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1x", "0x10", "1e3", "11", "99999999999999999999999"})
+    EXPECT_NE(error_of([&] { parse_count("--n", bad, 0, 10); }).find("--n needs an integer in 0..10"),
+              std::string::npos)
+        << "'" << bad << "'";
+  EXPECT_NE(error_of([] { parse_count("--iters", "0", 1, 5); }).find("got '0'"), std::string::npos);
+}
+
+TEST(Cli, SizesTakeBinarySuffixes) {
+  EXPECT_EQ(parse_bytes("-b", "4096", 4, 1ull << 40), 4096u);
+  EXPECT_EQ(parse_bytes("-b", "16K", 4, 1ull << 40), 16384u);
+  EXPECT_EQ(parse_bytes("-b", "80M", 4, 1ull << 40), 80ull << 20);
+  EXPECT_EQ(parse_bytes("-b", "2g", 4, 1ull << 40), 2ull << 30);
+  for (const char* bad : {"", "M", "1.5M", "-4M", "4T", "4MB", "3", "2048G"})
+    EXPECT_NE(error_of([&] { parse_bytes("-b", bad, 4, 1ull << 40); }).find("-b needs a size in bytes"),
+              std::string::npos)
+        << "'" << bad << "'";
+}
+
+TEST(Cli, RealsAreWholeFiniteNumbersInRange) {
+  EXPECT_EQ(parse_real("--lr", "0.01", 0, 1), 0.01);
+  EXPECT_EQ(parse_real("--lr", "1e-3", 0, 1), 1e-3);
+  for (const char* bad : {"", "abc", "0.1x", " 0.1", "nan", "inf", "2", "-0.5"})
+    EXPECT_NE(error_of([&] { parse_real("--lr", bad, 0, 1); }).find("--lr needs a number"), std::string::npos)
+        << "'" << bad << "'";
+}
+
+TEST(Cli, ListsKeepTheirNonEmptyItemsInOrder) {
+  EXPECT_EQ(split_list("a,b,,c"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(split_list("").empty());
+  EXPECT_TRUE(split_list(",,").empty());
+}
+
+}  // namespace
