@@ -33,6 +33,12 @@ template <class E>
 class Allgather final : public ExchangeBase<E> {
   using B = ExchangeBase<E>;
   using typename B::OpT;
+  // Where an operation stands (op.phase).
+  enum Phase : int {
+    sizes_in = 1,   // library: every message's size is in, post the allgatherv
+    messages_in,    // library: every message is in, decode them
+    pieces_decoded  // ring: every piece is in and decoded
+  };
 
  public:
   using B::B;
@@ -56,7 +62,7 @@ class Allgather final : public ExchangeBase<E> {
     const std::uint64_t words = words_of(bytes);
     this->maybe_inject(op, 1, op.send, 0, words);
     op.stats.encoded_bytes = bytes;
-    op.phase = 1;
+    op.phase = sizes_in;
     this->set_meta(op, op.meta_send.data(), words);
     this->post_allgather(op, op.meta_send.data(), meta_words, op.meta_recv.data());
   }
@@ -86,7 +92,7 @@ class Allgather final : public ExchangeBase<E> {
     op.out_bytes.assign(pieces, 0);
     const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
     this->prepare_slices(op, k, true);  // keeps this rank's levels: it adds them without decoding its pieces
-    op.phase = 3;
+    op.phase = pieces_decoded;
     auto encode = [this, &op, slot_words, k](std::size_t j) {
       const std::uint64_t lo = op.bounds[j], len = op.bounds[j + 1] - lo;
       const std::size_t off = j * slot_words;
@@ -139,7 +145,7 @@ class Allgather final : public ExchangeBase<E> {
   bool next(OpT& op) override {
     const int K = this->ranks(), me = this->rank();
     const float w = this->weight();
-    if (op.phase == 3) {  // ring: every piece is in and decoded
+    if (op.phase == pieces_decoded) {  // ring: every piece is in and decoded
       const auto& sizes = op.piece_gather.sizes();
       const std::size_t pieces = op.bounds.size() - 1;
       std::uint64_t wire = 0;
@@ -148,7 +154,7 @@ class Allgather final : public ExchangeBase<E> {
       op.stats.wire_bytes = wire;
       return true;
     }
-    if (op.phase == 1) {
+    if (op.phase == sizes_in) {
       const std::uint64_t maxw = this->max_words(op.n);
       std::uint64_t total = 0, wire = 0;
       for (int r = 0; r < K; ++r) {
@@ -162,7 +168,7 @@ class Allgather final : public ExchangeBase<E> {
       this->as_count(total, "allgather");
       op.stats.wire_bytes = wire;
       this->post_allgatherv(op, op.send, op.counts[me], op.recv, op.counts, op.displs);
-      op.phase = 2;
+      op.phase = messages_in;
       return false;
     }
     const std::uint64_t total = static_cast<std::uint64_t>(op.displs[K - 1]) + op.counts[K - 1];

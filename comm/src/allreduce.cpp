@@ -56,6 +56,11 @@ namespace {
 template <class E>
 class Allreduce final : public ExchangeBase<E> {
   using B = ExchangeBase<E>;
+  // Where an operation stands (op.phase).
+  enum Phase : int {
+    reduced = 1,  // library allreduce (or staged ring) done: scale out
+    ring_done     // unstaged ring: out is complete and scaled
+  };
   using typename B::OpT;
 
  public:
@@ -71,7 +76,7 @@ class Allreduce final : public ExchangeBase<E> {
     if (this->ring() && !this->local() && !this->stage_reductions_) {
       // The ring reads the gradient where it is and writes every element of
       // out, already scaled: no copy before, no pass after.
-      op.phase = 2;
+      op.phase = ring_done;
       this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
         op.ring.start(op.comm.get(), this->rank(), K, op.grad.data(), op.out.data(), op.n, sizeof(float),
                       &ring_sum_f32, &ring_scale_f32, this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t);
@@ -84,7 +89,7 @@ class Allreduce final : public ExchangeBase<E> {
       this->exec_.fence();
       op.stats.encode_s += seconds_since(t0);
     }
-    op.phase = 1;
+    op.phase = reduced;
     if (this->local()) return;
     const auto t0 = Clock::now();
     float* ptr = op.out.data();
@@ -111,7 +116,7 @@ class Allreduce final : public ExchangeBase<E> {
   }
 
   bool next(OpT& op) override {
-    if (op.phase == 2) return true;  // unstaged ring: out is complete and scaled
+    if (op.phase == ring_done) return true;  // unstaged ring: out is complete and scaled
     const auto out = Kokkos::subview(op.out, Kokkos::make_pair<std::uint64_t>(0, op.n));
     if (this->stage_reductions_ && !this->local()) {
       const auto t0 = Clock::now();

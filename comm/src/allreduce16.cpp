@@ -109,6 +109,8 @@ namespace {
 template <class E>
 class Allreduce16 final : public ExchangeBase<E> {
   using B = ExchangeBase<E>;
+  // Where an operation stands (op.phase): one phase, the reduction posted.
+  enum Phase : int { reduced = 1 };
   using typename B::OpT;
 
  public:
@@ -148,7 +150,7 @@ class Allreduce16 final : public ExchangeBase<E> {
     }
     op.stats.encoded_bytes = op.n * 2;
     op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * op.n * 2 / static_cast<std::uint64_t>(K);
-    op.phase = 1;
+    op.phase = reduced;
     if (this->local()) return;
     t0 = Clock::now();
     op.send.to_mpi(0, words_of(op.n * 2));

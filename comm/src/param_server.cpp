@@ -15,6 +15,9 @@
 // wire_bytes: server sum_{r != S} bytes_r + 32 (K-1); worker 32 + bytes of
 // the broadcast message.
 
+#include <stdexcept>
+#include <string>
+
 #include "detail/exchange_base.hpp"
 
 namespace qsgd::comm::detail {
@@ -24,6 +27,14 @@ template <class E>
 class ParamServer final : public ExchangeBase<E> {
   using B = ExchangeBase<E>;
   using typename B::OpT;
+  // Where an operation stands (op.phase).
+  enum Phase : int {
+    server_sizes_in = 1,  // server: every message's size is in, post the gatherv
+    server_messages_in,   // server: every message: average, requantize, broadcast
+    worker_size_known,    // worker: the broadcast's size is in, receive the message
+    worker_result_in,     // worker: the averaged message is in, decode it
+    server_broadcast_sent  // server: decode its own broadcast
+  };
 
  public:
   ParamServer(const ExchangeConfig& cfg, const Communicator& comm, const E& exec) : B(cfg, comm, exec) {
@@ -40,18 +51,18 @@ class ParamServer final : public ExchangeBase<E> {
     const std::uint64_t maxw = this->max_words(op.n);
     op.send.reserve(maxw);
     op.meta_send.resize(meta_words);
-    op.meta2_recv.resize(meta_words);
+    op.meta_back_recv.resize(meta_words);
     op.counts.resize(K);
     op.displs.resize(K);
     if (is_server()) {
       op.recv.reserve(maxw * static_cast<std::uint64_t>(K));
-      op.send2.reserve(maxw);
+      op.send_back.reserve(maxw);
       op.meta_recv.resize(static_cast<std::size_t>(meta_words) * K);
       if (op.acc.extent(0) < op.n)
         op.acc = Kokkos::View<float*, typename B::memory_space>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::ps_acc"), op.n);
     } else {
-      op.recv2.reserve(maxw);
+      op.recv_back.reserve(maxw);
     }
     const std::size_t bytes =
         this->encode(op, op.grad, op.n, this->key(op, static_cast<std::uint32_t>(this->rank())), op.send.span(0, maxw));
@@ -61,19 +72,19 @@ class ParamServer final : public ExchangeBase<E> {
     this->set_meta(op, op.meta_send.data(), words);
     this->post_gather(op, op.meta_send.data(), meta_words, op.meta_recv.data(), S);
     if (is_server()) {
-      op.phase = 1;
+      op.phase = server_sizes_in;
     } else {
       this->post_gatherv(op, op.send, static_cast<int>(words), op.recv, op.counts, op.displs, S);
-      this->post_bcast(op, op.meta2_recv.data(), meta_words, S);
+      this->post_bcast(op, op.meta_back_recv.data(), meta_words, S);
       op.posted = "metadata gather, message gatherv and metadata broadcast";  // waited for together
-      op.phase = 3;
+      op.phase = worker_size_known;
     }
   }
 
   bool next(OpT& op) override {
     const int K = this->ranks(), S = this->cfg_.server;
     switch (op.phase) {
-      case 1: {  // server: metadata in, post the message gather
+      case server_sizes_in: {  // server: metadata in, post the message gather
         const std::uint64_t maxw = this->max_words(op.n);
         std::uint64_t total = 0, wire = 0;
         for (int r = 0; r < K; ++r) {
@@ -87,10 +98,10 @@ class ParamServer final : public ExchangeBase<E> {
         this->as_count(total, "param_server");
         op.stats.wire_bytes = wire;
         this->post_gatherv(op, op.send, op.counts[S], op.recv, op.counts, op.displs, S);
-        op.phase = 2;
+        op.phase = server_messages_in;
         return false;
       }
-      case 2: {  // server: average, requantize, broadcast
+      case server_messages_in: {  // server: average, requantize, broadcast
         const std::uint64_t total = static_cast<std::uint64_t>(op.displs[K - 1]) + op.counts[K - 1];
         this->from_mpi(op, op.recv, 0, total);
         this->zero(op, op.acc, op.n);
@@ -100,38 +111,39 @@ class ParamServer final : public ExchangeBase<E> {
                                   op.acc, op.n);
         const std::uint64_t maxw = this->max_words(op.n);
         const std::size_t bytes = this->encode(
-            op, op.acc, op.n, this->key(op, static_cast<std::uint32_t>(S) | requant_flag), op.send2.span(0, maxw));
+            op, op.acc, op.n, this->key(op, static_cast<std::uint32_t>(S) | requant_flag), op.send_back.span(0, maxw));
         const std::uint64_t words = words_of(bytes);
-        this->maybe_inject(op, 2, op.send2, 0, words);
+        this->maybe_inject(op, 2, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
-        op.meta2_send.resize(meta_words);
-        this->set_meta(op, op.meta2_send.data(), words);
-        std::copy(op.meta2_send.begin(), op.meta2_send.end(), op.meta2_recv.begin());
-        this->post_bcast(op, op.meta2_recv.data(), meta_words, S);
-        this->post_bcast(op, op.send2, static_cast<int>(words), S);
+        op.meta_back_send.resize(meta_words);
+        this->set_meta(op, op.meta_back_send.data(), words);
+        std::copy(op.meta_back_send.begin(), op.meta_back_send.end(), op.meta_back_recv.begin());
+        this->post_bcast(op, op.meta_back_recv.data(), meta_words, S);
+        this->post_bcast(op, op.send_back, static_cast<int>(words), S);
         op.posted = "metadata and message broadcasts";
-        op.phase = 5;
+        op.phase = server_broadcast_sent;
         return false;
       }
-      case 3: {  // worker: the broadcast's size is known; receive the message
-        this->check_meta(op, S, op.meta2_recv.data(), this->max_words(op.n));
-        op.stats.wire_bytes = op.meta2_recv[0] * 8 + meta_words * 8;
-        this->post_bcast(op, op.recv2, static_cast<int>(op.meta2_recv[0]), S);
-        op.phase = 4;
+      case worker_size_known: {  // worker: the broadcast's size is known; receive the message
+        this->check_meta(op, S, op.meta_back_recv.data(), this->max_words(op.n));
+        op.stats.wire_bytes = op.meta_back_recv[0] * 8 + meta_words * 8;
+        this->post_bcast(op, op.recv_back, static_cast<int>(op.meta_back_recv[0]), S);
+        op.phase = worker_result_in;
         return false;
       }
-      case 4: {  // worker: decode the average
-        const std::uint64_t words = op.meta2_recv[0];
-        this->from_mpi(op, op.recv2, 0, words);
-        this->decode_values(op, S, op.recv2.span(0, words), words * 8, op.out, op.n);
+      case worker_result_in: {  // worker: decode the average
+        const std::uint64_t words = op.meta_back_recv[0];
+        this->from_mpi(op, op.recv_back, 0, words);
+        this->decode_values(op, S, op.recv_back.span(0, words), words * 8, op.out, op.n);
         return true;
       }
-      default: {  // server: decode its own broadcast, the same bytes every worker decodes
-        const std::uint64_t words = op.meta2_recv[0];
-        this->decode_values(op, S, op.send2.span(0, words), words * 8, op.out, op.n);
+      case server_broadcast_sent: {  // server: decode its own broadcast, the same bytes every worker decodes
+        const std::uint64_t words = op.meta_back_recv[0];
+        this->decode_values(op, S, op.send_back.span(0, words), words * 8, op.out, op.n);
         return true;
       }
     }
+    throw std::logic_error("param_server: operation in unknown phase " + std::to_string(op.phase));
   }
 };
 

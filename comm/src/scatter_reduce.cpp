@@ -26,6 +26,9 @@
 // wire_bytes = sum_{r != me} bytes(chunk me of r) + sum_{j != me}
 // bytes(reduced chunk j) + 64 (K-1).
 
+#include <stdexcept>
+#include <string>
+
 #include "detail/exchange_base.hpp"
 #include "qsgd/comm/partition.hpp"
 
@@ -37,6 +40,16 @@ class ScatterReduce final : public ExchangeBase<E> {
   using B = ExchangeBase<E>;
   using typename B::OpT;
   using Mem = typename B::memory_space;
+  // Where an operation stands (op.phase); the library transport runs
+  // sizes_in .. reduced_in, the ring transport ring_chunks_in, ring_reduced_in.
+  enum Phase : int {
+    sizes_in = 1,    // every chunk's size is in: post the alltoallv of chunks
+    chunks_in,       // this rank's chunk from every rank: reduce, requantize, announce its size
+    reduced_sizes_in,  // every reduced chunk's size: post their allgatherv
+    reduced_in,      // every reduced chunk: decode them into out
+    ring_chunks_in,  // ring: pairwise exchange done, reduce and start the ring allgather
+    ring_reduced_in  // ring: every reduced chunk is in
+  };
 
  public:
   using B::B;
@@ -55,21 +68,21 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.send.reserve(cap);
     const std::uint64_t my_len = chunk_len(op, me), my_max = this->max_words(my_len);
     op.recv.reserve((head + my_max) * static_cast<std::uint64_t>(K));
-    op.send2.reserve(head + my_max);
-    op.recv2.reserve(cap);
+    op.send_back.reserve(head + my_max);
+    op.recv_back.reserve(cap);
     if (op.acc.extent(0) < my_len)
       op.acc =
           Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::sra_acc"), my_len);
     op.meta_send.resize(static_cast<std::size_t>(meta_words) * K);
     op.meta_recv.resize(static_cast<std::size_t>(meta_words) * K);
-    op.meta2_send.resize(meta_words);
-    op.meta2_recv.resize(static_cast<std::size_t>(meta_words) * K);
+    op.meta_back_send.resize(meta_words);
+    op.meta_back_recv.resize(static_cast<std::size_t>(meta_words) * K);
     op.scounts.resize(K);
     op.sdispls.resize(K);
     op.counts.resize(K);
     op.displs.resize(K);
-    op.counts2.resize(K);
-    op.displs2.resize(K);
+    op.counts_back.resize(K);
+    op.displs_back.resize(K);
 
     const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
     this->prepare_slices(op, k);  // chunks are slices of one quantization (exchange_base.hpp)
@@ -103,11 +116,11 @@ class ScatterReduce final : public ExchangeBase<E> {
         op.pairwise.start(op.comm.get(), me, K, op.send.mpi(), op.out_off, op.out_bytes, op.recv.mpi(), op.in_off,
                           op.in_cap, t);
       });
-      op.phase = 5;
+      op.phase = ring_chunks_in;
       return;
     }
     this->post_alltoall(op, op.meta_send.data(), meta_words, op.meta_recv.data());
-    op.phase = 1;
+    op.phase = sizes_in;
   }
 
   // Ring transport, after the pairwise exchange: reduce this rank's chunk,
@@ -130,24 +143,24 @@ class ScatterReduce final : public ExchangeBase<E> {
       this->decode_accumulate(op, r, msg, msg.extent(0) * 8, this->weight(), op.acc, len);
     }
     const std::size_t bytes = this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
-                                           op.send2.span(meta_words, maxw));
+                                           op.send_back.span(meta_words, maxw));
     const std::uint64_t words = words_of(bytes);
-    this->maybe_inject(op, 2, op.send2, meta_words, words);
+    this->maybe_inject(op, 2, op.send_back, meta_words, words);
     op.stats.requantized_bytes = bytes;
-    op.counts2[me] = static_cast<int>(words);
-    this->write_meta(op, op.send2, 0, words);
-    op.send2.to_mpi(0, meta_words + words);
-    op.in_off2.resize(K);
-    op.in_cap2.resize(K);
+    op.counts_back[me] = static_cast<int>(words);
+    this->write_meta(op, op.send_back, 0, words);
+    op.send_back.to_mpi(0, meta_words + words);
+    op.in_off_back.resize(K);
+    op.in_cap_back.resize(K);
     std::size_t off = 0;
     for (int j = 0; j < K; ++j) {
-      op.in_off2[j] = off;
-      op.in_cap2[j] = (meta_words + this->max_words(chunk_len(op, j))) * 8;
-      off += op.in_cap2[j];
+      op.in_off_back[j] = off;
+      op.in_cap_back[j] = (meta_words + this->max_words(chunk_len(op, j))) * 8;
+      off += op.in_cap_back[j];
     }
     this->start_schedule(op, op.ring_gather, [&](ScheduleTimes& t) {
-      op.ring_gather.start(op.comm.get(), me, K, op.send2.mpi(), (meta_words + words) * 8, op.recv2.mpi(), op.in_off2,
-                           op.in_cap2, t);
+      op.ring_gather.start(op.comm.get(), me, K, op.send_back.mpi(), (meta_words + words) * 8, op.recv_back.mpi(), op.in_off_back,
+                           op.in_cap_back, t);
     });
   }
 
@@ -157,14 +170,14 @@ class ScatterReduce final : public ExchangeBase<E> {
     const auto& sizes = op.ring_gather.sizes();
     for (int j = 0; j < K; ++j) {
       const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j);
-      const std::size_t at = op.in_off2[j] / 8;
-      std::uint64_t words = static_cast<std::uint64_t>(op.counts2[me]);
+      const std::size_t at = op.in_off_back[j] / 8;
+      std::uint64_t words = static_cast<std::uint64_t>(op.counts_back[me]);
       if (j != me) {
-        this->from_mpi(op, op.recv2, at, sizes[j] / 8);
-        words = this->check_framed(op, j, op.recv2, at, sizes[j], this->max_words(len));
+        this->from_mpi(op, op.recv_back, at, sizes[j] / 8);
+        words = this->check_framed(op, j, op.recv_back, at, sizes[j], this->max_words(len));
         op.stats.wire_bytes += sizes[j];
       }
-      const auto msg = j == me ? op.send2.span(meta_words, words) : op.recv2.span(at + meta_words, words);
+      const auto msg = j == me ? op.send_back.span(meta_words, words) : op.recv_back.span(at + meta_words, words);
       this->decode_values(op, j, msg, words * 8, Kokkos::subview(op.out, Kokkos::make_pair(lo, lo + len)), len);
     }
   }
@@ -173,14 +186,14 @@ class ScatterReduce final : public ExchangeBase<E> {
     const int K = this->ranks(), me = this->rank();
     const float w = this->weight();
     switch (op.phase) {
-      case 5:  // ring: chunks in
+      case ring_chunks_in:  // ring: chunks in
         reduce_ring(op);
-        op.phase = 6;
+        op.phase = ring_reduced_in;
         return false;
-      case 6:  // ring: reduced chunks in
+      case ring_reduced_in:  // ring: reduced chunks in
         finish_ring(op);
         return true;
-      case 1: {  // chunk sizes in: post the alltoallv
+      case sizes_in: {  // chunk sizes in: post the alltoallv
         const std::uint64_t maxw = this->max_words(chunk_len(op, me));
         std::uint64_t total = 0;
         for (int r = 0; r < K; ++r) {
@@ -192,10 +205,10 @@ class ScatterReduce final : public ExchangeBase<E> {
           if (r != me) op.stats.wire_bytes += m[0] * 8 + meta_words * 8;
         }
         this->post_alltoallv(op, op.send, op.scounts, op.sdispls, op.recv, op.counts, op.displs);
-        op.phase = 2;
+        op.phase = chunks_in;
         return false;
       }
-      case 2: {  // reduce this rank's chunk, requantize, announce its size
+      case chunks_in: {  // reduce this rank's chunk, requantize, announce its size
         const std::uint64_t len = chunk_len(op, me);
         const std::uint64_t total = static_cast<std::uint64_t>(op.displs[K - 1]) + op.counts[K - 1];
         this->from_mpi(op, op.recv, 0, total);
@@ -205,41 +218,42 @@ class ScatterReduce final : public ExchangeBase<E> {
                                   op.acc, len);
         const std::size_t bytes =
             this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
-                         op.send2.span(0, this->max_words(len)));
+                         op.send_back.span(0, this->max_words(len)));
         const std::uint64_t words = words_of(bytes);
-        this->maybe_inject(op, 2, op.send2, 0, words);
+        this->maybe_inject(op, 2, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
-        this->set_meta(op, op.meta2_send.data(), words);
-        this->post_allgather(op, op.meta2_send.data(), meta_words, op.meta2_recv.data());
-        op.phase = 3;
+        this->set_meta(op, op.meta_back_send.data(), words);
+        this->post_allgather(op, op.meta_back_send.data(), meta_words, op.meta_back_recv.data());
+        op.phase = reduced_sizes_in;
         return false;
       }
-      case 3: {  // reduced sizes in: allgather the reduced chunks
+      case reduced_sizes_in: {  // reduced sizes in: allgather the reduced chunks
         std::uint64_t total = 0;
         for (int j = 0; j < K; ++j) {
-          const std::uint64_t* m = &op.meta2_recv[static_cast<std::size_t>(j) * meta_words];
+          const std::uint64_t* m = &op.meta_back_recv[static_cast<std::size_t>(j) * meta_words];
           this->check_meta(op, j, m, this->max_words(chunk_len(op, j)));
-          op.counts2[j] = static_cast<int>(m[0]);
-          op.displs2[j] = this->as_count(total, "scatter_reduce");
+          op.counts_back[j] = static_cast<int>(m[0]);
+          op.displs_back[j] = this->as_count(total, "scatter_reduce");
           total += m[0];
           if (j != me) op.stats.wire_bytes += m[0] * 8 + meta_words * 8;
         }
         this->as_count(total, "scatter_reduce");
-        this->post_allgatherv(op, op.send2, op.counts2[me], op.recv2, op.counts2, op.displs2);
-        op.phase = 4;
+        this->post_allgatherv(op, op.send_back, op.counts_back[me], op.recv_back, op.counts_back, op.displs_back);
+        op.phase = reduced_in;
         return false;
       }
-      default: {  // every reduced chunk into out
-        const std::uint64_t total = static_cast<std::uint64_t>(op.displs2[K - 1]) + op.counts2[K - 1];
-        this->from_mpi(op, op.recv2, 0, total);
+      case reduced_in: {  // every reduced chunk into out
+        const std::uint64_t total = static_cast<std::uint64_t>(op.displs_back[K - 1]) + op.counts_back[K - 1];
+        this->from_mpi(op, op.recv_back, 0, total);
         for (int j = 0; j < K; ++j) {
           const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j);
-          this->decode_values(op, j, op.recv2.span(op.displs2[j], op.counts2[j]), std::size_t(op.counts2[j]) * 8,
+          this->decode_values(op, j, op.recv_back.span(op.displs_back[j], op.counts_back[j]), std::size_t(op.counts_back[j]) * 8,
                               Kokkos::subview(op.out, Kokkos::make_pair(lo, lo + len)), len);
         }
         return true;
       }
     }
+    throw std::logic_error("scatter_reduce: operation in unknown phase " + std::to_string(op.phase));
   }
 };
 

@@ -115,17 +115,21 @@ struct Op {
   bool active = false;
   bool finished = false;
   std::uint32_t generation = 0;
-  int phase = 0;
+  int phase = 0;  // the strategy's own Phase enumerator (0: not started)
 
   Kokkos::View<const float*, Mem> grad;
   Kokkos::View<float*, Mem> out;
   std::uint64_t n = 0, step = 0;
   std::uint32_t tensor = 0;
 
-  WireBuffer<Mem> send, recv, send2, recv2;
+  // Two-stage strategies (scatter-reduce, parameter server): the first stage
+  // sends every rank's gradient in (send, recv, meta_*, counts, displs), the
+  // second sends the reduced result back out to every rank (the *_back
+  // fields: scatter-reduce's allgather, the server's broadcast).
+  WireBuffer<Mem> send, recv, send_back, recv_back;
   Kokkos::View<float*, Mem> acc;
-  std::vector<std::uint64_t> meta_send, meta_recv, meta2_send, meta2_recv;
-  std::vector<int> scounts, sdispls, counts, displs, counts2, displs2;
+  std::vector<std::uint64_t> meta_send, meta_recv, meta_back_send, meta_back_recv;
+  std::vector<int> scounts, sdispls, counts, displs, counts_back, displs_back;
   std::vector<std::uint64_t> bounds;
 
   std::array<MPI_Request, 4> reqs{};
@@ -144,7 +148,7 @@ struct Op {
   bool on_wire = false;     // a network interval is open
   std::string poll_error;  // what poll() met; raised by the next drive()
   // Ring transport: byte offsets and capacities of the slots of each stage.
-  std::vector<std::size_t> out_off, out_bytes, in_off, in_cap, in_off2, in_cap2;
+  std::vector<std::size_t> out_off, out_bytes, in_off, in_cap, in_off_back, in_cap_back;
 
   OpStats stats;
   Clock::time_point t_start;
@@ -214,7 +218,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
     op.stats.tensor = tensor;
     op.t_start = Clock::now();
     op.range.open(range_name_.c_str());
-    for (auto* b : {&op.send, &op.recv, &op.send2, &op.recv2}) b->set_staged(stage_moves_);
+    for (auto* b : {&op.send, &op.recv, &op.send_back, &op.recv_back}) b->set_staged(stage_moves_);
     guarded(op, [&] { begin(op); });
     return Handle{slot, op.generation};
   }
