@@ -13,26 +13,22 @@
 #include <string>
 #include <vector>
 
+#include "qsgd/kernels/counter_rng.hpp"
+
 namespace qsgd::bench {
 
-inline std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using qsgd::mix64;
 
 // Uniform on (0, 1): 53 random bits, offset by half a step so that log() is finite.
 inline double uniform_open(std::uint64_t seed, std::uint64_t i, std::uint64_t stream) {
-  const std::uint64_t h = mix64(mix64(seed ^ (stream * 0xD1B54A32D192ED03ull)) ^ i);
-  return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
+  return qsgd::unit_open(mix64(mix64(seed ^ (stream * 0xD1B54A32D192ED03ull)) ^ i));
 }
 
 // Standard normal number `stream` of coordinate i.
 inline double normal(std::uint64_t seed, std::uint64_t i, std::uint64_t stream = 0) {
   const double u1 = uniform_open(seed, i, 2 * stream);
   const double u2 = uniform_open(seed, i, 2 * stream + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return qsgd::box_muller(u1, u2);
 }
 
 // Student-t with 3 degrees of freedom: Z / sqrt(chi2_3 / 3). Heavy tails

@@ -41,6 +41,7 @@
 #include "json.hpp"
 #include "stats.hpp"
 #include "qsgd/models/sgd.hpp"
+#include "qsgd/kernels/counter_rng.hpp"
 
 namespace m = qsgd::models;
 
@@ -194,7 +195,7 @@ int main(int argc, char** argv) {
         for (std::size_t k = 0; k < d; ++k) {
           const double u1 = 1.0 - static_cast<double>(g() >> 11) * 0x1.0p-53;
           const double u2 = static_cast<double>(g() >> 11) * 0x1.0p-53;
-          xh(i, k) = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+          xh(i, k) = static_cast<float>(qsgd::box_muller(u1, u2));
         }
         yh(i) = static_cast<int>(g() % classes);
       }

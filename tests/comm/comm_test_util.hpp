@@ -31,20 +31,13 @@ using qsgd::CodecKind;
 using qsgd::Norm;
 using qsgd::comm::StrategyKind;
 
-inline std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using qsgd::mix64;
 
 // Standard normal from (seed, rank, i), Box-Muller on two 53-bit uniforms.
 inline double normal(std::uint64_t seed, int rank, std::uint64_t i) {
   const std::uint64_t h1 = mix64(mix64(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank)) ^ (2 * i));
   const std::uint64_t h2 = mix64(h1 ^ (2 * i + 1));
-  const double u1 = (static_cast<double>(h1 >> 11) + 0.5) * 0x1.0p-53;
-  const double u2 = (static_cast<double>(h2 >> 11) + 0.5) * 0x1.0p-53;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return qsgd::box_muller(qsgd::unit_open(h1), qsgd::unit_open(h2));
 }
 
 // Rank r's gradient: N(0,1) times a magnitude that changes every 700

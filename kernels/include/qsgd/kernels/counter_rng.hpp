@@ -15,6 +15,7 @@
 // Requirements: none (device-safe, no state).
 
 #include <Kokkos_Core.hpp>
+#include <cmath>
 #include <cstdint>
 
 #include "qsgd/kernels/config.hpp"
@@ -60,6 +61,25 @@ KOKKOS_INLINE_FUNCTION std::uint32_t random_bits(const StreamKey& k, std::uint64
 // Uniform on {0, 2^-24, ..., 1 - 2^-24}, exactly representable in float.
 KOKKOS_INLINE_FUNCTION float uniform01(const StreamKey& k, std::uint64_t i) {
   return static_cast<float>(random_bits(k, i) >> 8) * (1.0f / 16777216.0f);
+}
+
+// The generators of the suite's inputs (benchmark gradients, theory
+// experiments, test data) build on the same primitives, defined here once;
+// qsgd::models, which depends on nothing of the suite, keeps its own copies
+// (qsgd/models/detail/host_rng.hpp).
+//
+// The splitmix64 finalizer: a bijection of 64-bit words with full avalanche.
+KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) { return detail::splitmix64(z); }
+
+// Uniform on (0, 1) from a 64-bit word: its 53 high bits, offset by half a
+// step, so that neither 0 nor 1 occurs (log() stays finite).
+inline double unit_open(std::uint64_t h) { return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53; }
+
+// A standard normal from two uniforms on (0, 1] and [0, 1) by Box-Muller
+// (the cosine branch). libm's log and cos may differ in the last ulp between
+// machines; the inputs built on it are recorded with their seeds.
+inline double box_muller(double u1, double u2) {
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
 }  // namespace qsgd
