@@ -6,7 +6,7 @@
 #   SWEEP_DIR/plots/         qsgd-plots
 # Exit status 0 when every expected trace is complete, 1 when some are missing
 # or incomplete (the summary and plots are still written from those present).
-# qsgd-sweep.sh submits it as a job after the arrays (--dependency=afterany);
+# qsgd-submit.sh submits it as a job after the arrays (--dependency=afterany);
 # it also runs by hand on a login node.
 #
 # usage: slurm/qsgd-collect.sh [--site-env FILE] [--python PY] SWEEP_DIR

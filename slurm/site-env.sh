@@ -16,7 +16,7 @@
 #   export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 #
 # Keep a site's own copy outside the repository and pass it with
-# `slurm/qsgd-sweep.sh --site-env FILE`. This default file does nothing, so
+# `slurm/qsgd-submit.sh --site-env FILE`. This default file does nothing, so
 # the scripts run unchanged where the build's libraries are already found
 # (the CPU test in tests/slurm).
 :

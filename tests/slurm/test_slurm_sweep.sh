@@ -2,7 +2,7 @@
 # End-to-end test of slurm/ against a real Slurm: a private one-node cluster
 # (munged, slurmctld, slurmd from Debian's slurm-wlm and munge, started here
 # without systemd or cgroups) runs a CPU-mode sweep submitted by
-# slurm/qsgd-sweep.sh. Checks:
+# slurm/qsgd-submit.sh. Checks:
 #   1. every expected trace exists and is complete; the collect job's summary
 #      (txt and json) lists every run and the plots exist;
 #   2. a submission while the sweep's tasks are queued submits none of them
@@ -248,8 +248,8 @@ stamps() {  # inode and nanosecond mtime of every trace: changes when one is rew
 sweep="$tmp/sweep"
 submit() {  # submit LOG [options]: the real submitter, CPU mode, tiny sweep
   local log="$1"; shift
-  "$repo/slurm/qsgd-sweep.sh" --sweep "$here/tiny.conf" --cpu --out "$sweep" --train "$train" "$@" >"$log" 2>&1 ||
-    { cat "$log"; fail "qsgd-sweep.sh failed"; }
+  "$repo/slurm/qsgd-submit.sh" --sweep "$here/tiny.conf" --cpu --out "$sweep" --train "$train" "$@" >"$log" 2>&1 ||
+    { cat "$log"; fail "qsgd-submit.sh failed"; }
   cat "$log"
 }
 expected=(mlp_allreduce_fp32_K1 mlp_allreduce_fp32_K2 mlp_allgather_elias-dense-4bit_K1
@@ -358,8 +358,8 @@ check_sweep
 # ---- 4. a failing run: reported by the task, Slurm and the collect job -------
 say "4. a sweep whose runs fail"
 bad="$tmp/failsweep"
-"$repo/slurm/qsgd-sweep.sh" --sweep "$here/tiny.conf" --cpu --gpus 1 --out "$bad" --train /bin/false \
-  >"$tmp/submit4.out" 2>&1 || { cat "$tmp/submit4.out"; fail "qsgd-sweep.sh failed"; }
+"$repo/slurm/qsgd-submit.sh" --sweep "$here/tiny.conf" --cpu --gpus 1 --out "$bad" --train /bin/false \
+  >"$tmp/submit4.out" 2>&1 || { cat "$tmp/submit4.out"; fail "qsgd-submit.sh failed"; }
 wait_empty 60
 mapfile -t ids < <(submitted_ids "$tmp/submit4.out")
 [ "${#ids[@]}" -eq 2 ] || fail "expected an array job and a collect job, got ${ids[*]}"
@@ -375,7 +375,7 @@ grep -q "missing: *traces/mlp_allreduce_fp32_K1.h5 (re-run: $bad/rerun-K1.sh 0" 
 # ---- 5. dry run: the default sweep at 16 GPUs, 2 nodes x 8 ------------------
 say "5. dry run of the default sweep at 16 GPUs"
 dry="$tmp/dry"
-"$repo/slurm/qsgd-sweep.sh" --gpus 16 --gpus-per-node 8 --dry-run --out "$dry" --train "$train" >"$tmp/dry.out" 2>&1 ||
+"$repo/slurm/qsgd-submit.sh" --gpus 16 --gpus-per-node 8 --dry-run --out "$dry" --train "$train" >"$tmp/dry.out" 2>&1 ||
   { cat "$tmp/dry.out"; fail "dry run failed"; }
 cat "$tmp/dry.out"
 [ ! -e "$dry" ] || fail "the dry run created $dry"
@@ -391,7 +391,7 @@ n_srun="$(grep -c '^#   task [0-9]*: srun --mpi=pmix --nodes=2 --ntasks=16 --nta
 [ "$n_srun" -eq "$n_cfg" ] || fail "$n_srun srun lines for $n_cfg array tasks"
 [ "$(grep -c -- "--trace $dry/traces/[a-z0-9_.-]*_K16.h5 " "$tmp/dry.out")" -eq "$n_cfg" ] || fail "trace names"
 grep -q '^sbatch .*--dependency=afterany:JOB_K16 .*qsgd-collect.sh' "$tmp/dry.out" || fail "no collect job line"
-"$repo/slurm/qsgd-sweep.sh" --gpus 16 --shape 16=4x4 --mpi pmi2 --dry-run --out "$dry" --train "$train" >"$tmp/dry2.out" 2>&1 ||
+"$repo/slurm/qsgd-submit.sh" --gpus 16 --shape 16=4x4 --mpi pmi2 --dry-run --out "$dry" --train "$train" >"$tmp/dry2.out" 2>&1 ||
   { cat "$tmp/dry2.out"; fail "dry run (4x4, pmi2) failed"; }
 grep -q '^#   task 0: srun --mpi=pmi2 --nodes=4 --ntasks=16 --ntasks-per-node=4 --gpus-per-node=4 ' "$tmp/dry2.out" ||
   { cat "$tmp/dry2.out"; fail "--shape 16=4x4 --mpi pmi2 not honoured"; }

@@ -5,7 +5,7 @@
 # after all of them. Runs already complete in the sweep directory are not
 # submitted again. slurm/README.md explains the whole workflow.
 #
-# usage: slurm/qsgd-sweep.sh [options]
+# usage: slurm/qsgd-submit.sh [options]
 #   --sweep FILE          sweep spec (slurm/sweeps/default.conf)
 #   --out DIR             sweep directory (results/slurm/<name>); must be on a
 #                         file system the compute nodes share
@@ -33,7 +33,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-prog="qsgd-sweep"
+prog="qsgd-submit"
 
 die() { echo "$prog: error: $*" >&2; exit 2; }
 # Absolute path without requiring that it exist (realpath -m).
