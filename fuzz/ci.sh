@@ -14,7 +14,7 @@ while [ $# -gt 0 ]; do
     *) echo "fuzz/ci.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
-cmake/install-deps.sh --fuzz
+scripts/install-deps.sh --fuzz
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$SECONDS
 cmake --preset fuzz >/dev/null

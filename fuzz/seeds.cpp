@@ -338,7 +338,7 @@ void trace_seeds(const std::string& root, const std::string& scratch) {
 
 void train_options_seeds(const std::string& root) {
   const Out out(root, "train-options");
-  // Command lines of the README, cmake/run-train.sh, slurm/ and tests/train.
+  // Command lines of the README, scripts/run-train.sh, slurm/ and tests/train.
   const std::vector<std::vector<std::string>> lines = {
       {},
       {"--help"},

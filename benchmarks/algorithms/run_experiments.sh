@@ -11,7 +11,7 @@
 # Environment: QSGD_BUILD_DIR (default build/release), QSGD_ASYNC_RANKS
 # (default 3: a server and two workers), QSGD_SEEDS (default 5),
 # PYTHON (default /usr/bin/python3, with numpy and matplotlib:
-# cmake/install-deps.sh --python).
+# scripts/install-deps.sh --python).
 set -euo pipefail
 
 if [ $# -ne 1 ]; then

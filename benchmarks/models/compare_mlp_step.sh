@@ -28,7 +28,7 @@ if [ ! -x "$bin" ]; then
   exit 2
 fi
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "compare_mlp_step: /usr/bin/python3 cannot import torch (cmake/install-deps.sh --torch)" >&2
+  echo "compare_mlp_step: /usr/bin/python3 cannot import torch (scripts/install-deps.sh --torch)" >&2
   exit 2
 fi
 

@@ -10,7 +10,7 @@
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
 #                     links, both transports, and PyTorch's gloo allreduce (~10 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
-#     sweep           the main job's default sweep (cmake/run-main.sh) (~5 min)
+#     sweep           the main job's default sweep (scripts/run-main.sh) (~5 min)
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
 #                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
 #     algorithms      the theory experiments of docs/algorithms.md (run_experiments.sh) (~2 min)
@@ -20,7 +20,7 @@
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #   (default: all but tta and accuracy)
 # Needs root (network namespaces), the release build and PyTorch
-# (cmake/install-deps.sh --python --torch). Run on an otherwise idle machine:
+# (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
 # the numbers are timings.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -82,7 +82,7 @@ for t in "${tables[@]}"; do
       done ;;
     sweep)
       fresh "$t"
-      cmake/run-main.sh --out "$ref/$t" ;;
+      scripts/run-main.sh --out "$ref/$t" ;;
     mlp-step)
       fresh "$t"
       QSGD_BENCH_OUT="$ref/$t" benchmarks/models/compare_mlp_step.sh | tee "$ref/$t/compare.txt" ;;

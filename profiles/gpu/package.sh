@@ -4,7 +4,7 @@
 # that has the NVIDIA driver but no Kokkos, MPI, HDF5 or Google Benchmark.
 #
 #   profiles/gpu/package.sh [BUILD_DIR] [OUT_DIR]
-#     BUILD_DIR  default build/cuda (cmake/build-cuda.sh makes it)
+#     BUILD_DIR  default build/cuda (scripts/build-cuda.sh makes it)
 #     OUT_DIR    default build/gpu-package
 #
 # OUT_DIR/bin: the programs; OUT_DIR/lib: libcudart.so.11.0 and every other
@@ -17,7 +17,7 @@ out="$(realpath -m "${2:-$root/build/gpu-package}")"
 progs=(tests/kernels/test_quantize tests/kernels/test_codecs tests/kernels/test_message tests/kernels/test_stats
        benchmarks/qsgd-bench-kernels benchmarks/qsgd-codec-report)
 for p in "${progs[@]}"; do
-  [ -x "$build/$p" ] || { echo "package: $build/$p missing; run cmake/build-cuda.sh first" >&2; exit 1; }
+  [ -x "$build/$p" ] || { echo "package: $build/$p missing; run scripts/build-cuda.sh first" >&2; exit 1; }
 done
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

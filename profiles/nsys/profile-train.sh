@@ -100,9 +100,9 @@ nsys="${NSYS:-$(command -v nsys || true)}"
 if [ -z "$nsys" ] || [ ! -x "$nsys" ]; then
   cat >&2 <<'EOF'
 profile-train: error: nsys (NVIDIA Nsight Systems) was not found.
-  Debian 12: cmake/install-deps.sh --nsys   (adds Debian's non-free component and
+  Debian 12: scripts/install-deps.sh --nsys   (adds Debian's non-free component and
              installs the package `nsight-systems`, 2022.4)
-  or by hand: cmake/debian-sources.sh --non-free && apt-get install nsight-systems
+  or by hand: scripts/debian-sources.sh --non-free && apt-get install nsight-systems
   Elsewhere: install Nsight Systems from NVIDIA (or `module load nsight-systems`)
   and put nsys on PATH, or set NSYS=/path/to/nsys.
 EOF

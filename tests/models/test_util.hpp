@@ -27,7 +27,7 @@
       if (qsgd_allow_ != nullptr && std::string(qsgd_allow_) == "1")                                      \
         GTEST_SKIP() << (dir) << " missing, skipped (QSGD_ALLOW_MISSING_DATA=1)";                         \
       FAIL() << (dir) << " missing: install the Debian package dataset-fashion-mnist "                   \
-             << "(cmake/install-deps.sh), or set QSGD_ALLOW_MISSING_DATA=1 to skip";                     \
+             << "(scripts/install-deps.sh), or set QSGD_ALLOW_MISSING_DATA=1 to skip";                     \
     }                                                                                                     \
   } while (0)
 

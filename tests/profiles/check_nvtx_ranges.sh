@@ -48,7 +48,7 @@ missing_tool() {  # message
   exit 1
 }
 if ! command -v "${NSYS:-nsys}" > /dev/null 2>&1; then
-  missing_tool "nsys (Nsight Systems) is not installed: run cmake/install-deps.sh --nsys (Debian non-free package nsight-systems)"
+  missing_tool "nsys (Nsight Systems) is not installed: run scripts/install-deps.sh --nsys (Debian non-free package nsight-systems)"
 fi
 case "$nvtx" in
   ON|on|1|TRUE|true) ;;

@@ -22,7 +22,7 @@
 # QSGD_SLURM_TEST_KEEP=1 keeps the temporary directory (logs, traces, conf).
 # The daemons and the package install need root: without it the test fails,
 # unless QSGD_ALLOW_NO_SLURM=1 makes it a skip (exit 77; never set by
-# cmake/run-tests.sh or CI).
+# scripts/run-tests.sh or CI).
 set -euo pipefail
 
 repo="" train=""
@@ -59,8 +59,8 @@ have_all() {
   /usr/bin/python3 -c 'import h5py, numpy, matplotlib' 2>/dev/null
 }
 if ! have_all; then
-  say "installing Slurm, munge and the Python plotting stack (cmake/install-deps.sh --slurm --python)"
-  "$repo/cmake/install-deps.sh" --slurm --python
+  say "installing Slurm, munge and the Python plotting stack (scripts/install-deps.sh --slurm --python)"
+  "$repo/scripts/install-deps.sh" --slurm --python
   have_all || { echo "FAIL: Slurm, munge or python3-h5py/matplotlib still missing after install-deps.sh"; exit 1; }
 fi
 id munge >/dev/null 2>&1 || { echo "FAIL: no 'munge' user (the munge package creates it)"; exit 1; }

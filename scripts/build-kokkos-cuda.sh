@@ -6,7 +6,7 @@
 #   - Kokkos from Debian's `trilinos` source package (packages/kokkos of
 #     trilinos 13.2.0 is Kokkos 3.4.01).
 #
-#   cmake/build-kokkos-cuda.sh [PREFIX]   default PREFIX: <repo>/build/kokkos-cuda/install
+#   scripts/build-kokkos-cuda.sh [PREFIX]   default PREFIX: <repo>/build/kokkos-cuda/install
 #
 # Idempotent: when PREFIX holds KokkosConfig.cmake and a stamp with the same
 # options, it exits at once. Packages already installed, a downloaded source

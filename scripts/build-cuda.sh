@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-cmake/install-deps.sh --cuda
-cmake/build-kokkos-cuda.sh
+scripts/install-deps.sh --cuda
+scripts/build-kokkos-cuda.sh
 cmake --preset cuda
 cmake --build --preset cuda -j "$(nproc 2>/dev/null || echo 2)"

@@ -3,15 +3,15 @@
 # with. Idempotent: a package already present is not touched, and apt is not
 # called at all when nothing is missing.
 #
-#   cmake/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
-#   cmake/install-deps.sh --python   also the Python stack used by summaries and plots
-#   cmake/install-deps.sh --torch    also PyTorch (the MLP-step yardstick, benchmarks/models)
-#   cmake/install-deps.sh --cuda     also what the CUDA build needs (non-free)
-#   cmake/install-deps.sh --slurm    also Slurm and munge (slurm/, tests/slurm);
+#   scripts/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
+#   scripts/install-deps.sh --python   also the Python stack used by summaries and plots
+#   scripts/install-deps.sh --torch    also PyTorch (the MLP-step yardstick, benchmarks/models)
+#   scripts/install-deps.sh --cuda     also what the CUDA build needs (non-free)
+#   scripts/install-deps.sh --slurm    also Slurm and munge (slurm/, tests/slurm);
 #                                    their services are not started
-#   cmake/install-deps.sh --nsys     also Nsight Systems 2022.4 (non-free), for
+#   scripts/install-deps.sh --nsys     also Nsight Systems 2022.4 (non-free), for
 #                                    profiles/nsys and the `nsys` tests
-#   cmake/install-deps.sh --fuzz     also clang 15, libFuzzer and the LLVM 15
+#   scripts/install-deps.sh --fuzz     also clang 15, libFuzzer and the LLVM 15
 #                                    symbolizer, for the fuzz preset (fuzz/README.md)
 set -euo pipefail
 

@@ -3,12 +3,12 @@
 # the optimized preset, and runs qsgd-train on 2 ranks (MLP 784-4096-4096-10
 # on Fashion-MNIST, 4-bit QSGD: s = 16, d = 512, max norm, allgather).
 # Arguments replace the defaults' extra options (qsgd-train --help), e.g.
-#   cmake/run-train.sh --model cnn --epochs 3 --trace results/cnn.h5
+#   scripts/run-train.sh --model cnn --epochs 3 --trace results/cnn.h5
 # QSGD_RANKS sets the number of ranks (default 2).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-cmake/install-deps.sh
+scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target qsgd-train -j "$(nproc 2>/dev/null || echo 2)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1

@@ -3,12 +3,12 @@
 # `deb-src` entries for bookworm, bookworm-updates and bookworm-security
 # available to apt.
 #
-#   cmake/debian-sources.sh --non-free            binary contrib, non-free,
+#   scripts/debian-sources.sh --non-free            binary contrib, non-free,
 #                                                 non-free-firmware (NVIDIA's
 #                                                 non-free packages need contrib)
-#   cmake/debian-sources.sh --deb-src             source entries (same components as
+#   scripts/debian-sources.sh --deb-src             source entries (same components as
 #                                                 the binary ones)
-#   cmake/debian-sources.sh --non-free --deb-src  both (also the default without options)
+#   scripts/debian-sources.sh --non-free --deb-src  both (also the default without options)
 #
 # System files are never edited: what is missing goes into a file of our own,
 # /etc/apt/sources.list.d/qsgd-debian-extra.sources (deb822), written with the
@@ -197,7 +197,7 @@ done
 
 content=""
 if [ "${#stanzas[@]}" -gt 0 ]; then
-  content="# Written by qsgd's cmake/debian-sources.sh; safe to delete.
+  content="# Written by qsgd's scripts/debian-sources.sh; safe to delete.
 # Adds to Debian's own entries only what they lack (contrib/non-free and/or deb-src)."
   for skey in "${stanzas[@]}"; do
     IFS='|' read -r types repo comps <<< "$skey"
