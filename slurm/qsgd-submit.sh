@@ -15,7 +15,8 @@
 #   --shape K=NxG         nodes x GPUs per node for one K (repeatable), e.g. 16=4x4
 #   --cpu                 CPU mode: no GPU requests, one rank per "GPU" slot,
 #                         --overcommit (more ranks than cores is allowed)
-#   --mpi TYPE            srun --mpi plugin (pmix; pmi2, pmix_v4, ... as the site uses)
+#   --mpi TYPE            srun --mpi plugin (pmix, pmi2, pmix_v4, ... as the site
+#                         uses; default: none given, the site's MpiDefault)
 #   --train PATH          qsgd-train binary (build/release/benchmarks/qsgd-train)
 #   --site-env FILE       sourced by every job before it runs (slurm/site-env.sh)
 #   --gpu-bind SPEC       srun --gpu-bind (single:1: each rank its nearest GPU)
@@ -45,7 +46,7 @@ gpus_opt=""
 gpn_opt=""
 declare -A shape=()
 mode="gpu"
-mpi="pmix"
+mpi=""
 train="$repo/build/release/benchmarks/qsgd-train"
 site_env="$here/site-env.sh"
 gpu_bind="single:1"
@@ -145,6 +146,17 @@ fi
 if [ ! -x "$train" ]; then
   [ "$dry_run" = 1 ] || die "$train is not an executable (build it, or pass --train PATH)"
   echo "# $prog: note: $train does not exist yet" >&2
+elif [ "$mode" = gpu ]; then
+  # GPU jobs hold GPUs: the trainer must run on one. Ask the binary which
+  # Kokkos backends it was built with (qsgd-train --version).
+  version="$("$train" --version 2>/dev/null || true)"
+  case "${version##*Kokkos }" in  # "3.4.1 CUDA,SERIAL)": the backends
+    *CUDA*|*HIP*|*SYCL*) ;;
+    *)
+      msg="$train is not built for a GPU (its --version says: ${version:-nothing}); build it with a Kokkos GPU backend, or submit with --cpu"
+      [ "$dry_run" = 1 ] || die "$msg"
+      echo "# $prog: note: $msg" >&2 ;;
+  esac
 fi
 
 # ---- configurations: one manifest line per array index -----------------------
@@ -238,7 +250,9 @@ if [ "$dry_run" = 0 ]; then
   fi
 fi
 
-echo "# $prog: sweep '$name': $n_cfg configurations x K in {${gpus[*]}} ($mode mode, --mpi=$mpi)"
+mpi_note="srun's default MPI plugin"
+[ -z "$mpi" ] || mpi_note="--mpi=$mpi"
+echo "# $prog: sweep '$name': $n_cfg configurations x K in {${gpus[*]}} ($mode mode, $mpi_note)"
 echo "# sweep directory: $out"
 [ "$dry_run" = 0 ] || echo "# dry run: nothing is submitted, created or queried"
 
@@ -273,8 +287,9 @@ for k in "${gpus[@]}"; do
     res+=(--overcommit)
   fi
   [ -z "$cpus_per_task" ] || res+=(--cpus-per-task="$cpus_per_task")
-  task_args=(--manifest "$manifest" --train "$train" --mode "$mode" --mpi "$mpi"
+  task_args=(--manifest "$manifest" --train "$train" --mode "$mode"
     --ranks "$k" --nodes "$nodes" --per-node "$per_node")
+  [ -z "$mpi" ] || task_args+=(--mpi "$mpi")
   [ -z "$cpu_bind" ] || task_args+=(--cpu-bind "$cpu_bind")
   [ "$mode" = cpu ] || task_args+=(--gpu-bind "$gpu_bind")
   [ -z "$cpus_per_task" ] || task_args+=(--cpus-per-task "$cpus_per_task")

@@ -201,7 +201,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-MpiDefault=none
+MpiDefault=pmix
 MailProg=/bin/true
 ReturnToService=2
 JobAcctGatherType=jobacct_gather/none
@@ -372,6 +372,15 @@ done
 grep -q "missing: *traces/mlp_allreduce_fp32_K1.h5 (re-run: $bad/rerun-K1.sh 0" "$bad"/logs/collect-*.out ||
   fail "the collect job does not report the missing run"
 
+# ---- 4b. GPU mode refuses a trainer built without a GPU backend ------------
+say "4b. GPU mode with the CPU build of qsgd-train"
+if "$repo/slurm/qsgd-submit.sh" --gpus 2 --out "$tmp/cpu-in-gpu" --train "$train" >"$tmp/submit4b.out" 2>&1; then
+  cat "$tmp/submit4b.out"; fail "GPU mode accepted a trainer without a GPU backend"
+fi
+grep -q "qsgd-submit: error: .* is not built for a GPU (its --version says: qsgd-train .*Kokkos .*SERIAL)" \
+  "$tmp/submit4b.out" || { cat "$tmp/submit4b.out"; fail "GPU mode's refusal does not name the trainer's backends"; }
+[ ! -e "$tmp/cpu-in-gpu" ] || fail "GPU mode created the sweep directory before refusing"
+
 # ---- 5. dry run: the default sweep at 16 GPUs, 2 nodes x 8 ------------------
 say "5. dry run of the default sweep at 16 GPUs"
 dry="$tmp/dry"
@@ -382,12 +391,15 @@ cat "$tmp/dry.out"
 [ -z "$(queued)" ] || fail "the dry run submitted a job"
 arr="$(grep '^sbatch .*qsgd-array.sbatch' "$tmp/dry.out")" || fail "no array sbatch line"
 [ "$(wc -l <<<"$arr")" -eq 1 ] || fail "expected one array job for K=16"
-for want in '--nodes=2 ' '--ntasks-per-node=8 ' '--gpus-per-node=8 ' '--ranks 16 ' '--mpi pmix '; do
+for want in '--nodes=2 ' '--ntasks-per-node=8 ' '--gpus-per-node=8 ' '--ranks 16 '; do
   grep -q -- "$want" <<<"$arr" || fail "array sbatch line lacks '$want'"
 done
+# No --mpi given: srun uses the site's MpiDefault (this controller's: pmix).
+! grep -q -- '--mpi' <<<"$arr" || fail "the array sbatch line names an MPI plugin that was not asked for"
+
 [[ "$arr" =~ --array=0-([0-9]+)\  ]] || fail "no --array=0-N in the sbatch line"
 n_cfg=$((BASH_REMATCH[1] + 1))
-n_srun="$(grep -c '^#   task [0-9]*: srun --mpi=pmix --nodes=2 --ntasks=16 --ntasks-per-node=8 --gpus-per-node=8 --gpu-bind=single:1 --cpu-bind=cores ' "$tmp/dry.out")"
+n_srun="$(grep -c '^#   task [0-9]*: srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --gpus-per-node=8 --gpu-bind=single:1 --cpu-bind=cores ' "$tmp/dry.out")"
 [ "$n_srun" -eq "$n_cfg" ] || fail "$n_srun srun lines for $n_cfg array tasks"
 [ "$(grep -c -- "--trace $dry/traces/[a-z0-9_.-]*_K16.h5 " "$tmp/dry.out")" -eq "$n_cfg" ] || fail "trace names"
 grep -q '^sbatch .*--dependency=afterany:JOB_K16 .*qsgd-collect.sh' "$tmp/dry.out" || fail "no collect job line"
