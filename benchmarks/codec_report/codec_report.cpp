@@ -80,9 +80,7 @@ void print_usage(std::FILE* out) {
 
 std::vector<qsgd::bench::InputKind> parse_inputs(const std::string& list) {
   std::vector<qsgd::bench::InputKind> out;
-  std::stringstream ss(list);
-  std::string name;
-  while (std::getline(ss, name, ',')) {
+  for (const std::string& name : qsgd::bench::split_list(list)) {
     qsgd::bench::InputKind k;
     if (!qsgd::bench::parse_input(name, k)) throw UsageError("unknown input '" + name + "' (see --help)");
     out.push_back(k);

@@ -10,6 +10,7 @@
 // unknown option in its error. Arguments after a lone "--" are not looked at.
 
 #include <Kokkos_Core.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,8 +91,10 @@ inline std::uint64_t parse_count(const std::string& opt, const std::string& text
 inline double parse_real(const std::string& opt, const std::string& text, double lo, double hi) {
   const char* begin = text.c_str();
   char* end = nullptr;
-  const double v = text.empty() || text[0] == ' ' ? 0.0 : std::strtod(begin, &end);
-  if (text.empty() || end != begin + text.size() || !(v >= lo && v <= hi))
+  // strtod skips leading white space; an option value must not have any.
+  const bool starts_ok = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0]));
+  const double v = starts_ok ? std::strtod(begin, &end) : 0.0;
+  if (!starts_ok || end != begin + text.size() || !(v >= lo && v <= hi))
     throw UsageError(opt + " needs a number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
                      text + "'");
   return v;

@@ -479,52 +479,50 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
 
 int run(const Options& o) {
   int status = 0;
-  {
-    const auto comm = qsgd::comm::Communicator::world();
-    // The Communicator set MPI_ERRORS_RETURN on the world communicator. This
-    // program's own calls on it (timing reductions, the link ceiling, the
-    // error check) are not checked one by one, so MPI's fatal handler goes
-    // back on: a failure there still ends the job. The exchanges run on
-    // their own duplicates (OwnedComm), which keep MPI_ERRORS_RETURN and the
-    // suite's checks and watched waits.
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-    const int K = comm.size(), me = comm.rank();
-    const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
-    const double ceiling = ring_ceiling(comm, ceiling_bytes);
-    if (me == 0) {
-      std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank), warmup %d, iters %d, %s\n", K,
-                  qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.warmup, o.iters,
-                  mpi_library().c_str());
-      if (K > 1)
-        std::printf("# link ceiling: ring MPI_Sendrecv of %llu bytes: %.2f GB/s received per rank\n",
-                    static_cast<unsigned long long>(ceiling_bytes), ceiling);
-      print_header(K);
-    }
-    std::vector<Row> rows;
-    for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
-      const std::uint64_t n = bytes / 4;
-      const auto in = qsgd::bench::make_input<Mem>(o.input, n, o.seed + static_cast<std::uint64_t>(me));
-      std::vector<double> avg;
-      if (o.check) {  // exact average in double, outside every timed region
-        auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in);
-        avg.assign(h.data(), h.data() + n);
-        MPI_Allreduce(MPI_IN_PLACE, avg.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        for (double& x : avg) x /= K;
-      }
-      double base = 0;  // the fastest fp32 allreduce of this size
-      for (const Variant& v : variants(o)) {
-        Row r = measure(o, comm, v, in, avg);
-        if (v.strategy == StrategyKind::allreduce) base = base > 0 ? std::min(base, r.median) : r.median;
-        r.ratio = r.median / base;
-        if (me == 0) print_row(r, K, ceiling);
-        if (o.check && !r.identical) status = 1;
-        rows.push_back(r);
-      }
-    }
-    const auto hosts = host_names(K);  // collective
-    if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes);
-    if (me == 0 && status) std::fprintf(stderr, "qsgd-bench-exchange: some rows differ across ranks\n");
+  const auto comm = qsgd::comm::Communicator::world();
+  // The Communicator set MPI_ERRORS_RETURN on the world communicator. This
+  // program's own calls on it (timing reductions, the link ceiling, the
+  // error check) are not checked one by one, so MPI's fatal handler goes
+  // back on: a failure there still ends the job. The exchanges run on
+  // their own duplicates (OwnedComm), which keep MPI_ERRORS_RETURN and the
+  // suite's checks and watched waits.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
+  const double ceiling = ring_ceiling(comm, ceiling_bytes);
+  if (me == 0) {
+    std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank), warmup %d, iters %d, %s\n", K,
+                qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.warmup, o.iters,
+                mpi_library().c_str());
+    if (K > 1)
+      std::printf("# link ceiling: ring MPI_Sendrecv of %llu bytes: %.2f GB/s received per rank\n",
+                  static_cast<unsigned long long>(ceiling_bytes), ceiling);
+    print_header(K);
   }
+  std::vector<Row> rows;
+  for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+    const std::uint64_t n = bytes / 4;
+    const auto in = qsgd::bench::make_input<Mem>(o.input, n, o.seed + static_cast<std::uint64_t>(me));
+    std::vector<double> avg;
+    if (o.check) {  // exact average in double, outside every timed region
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in);
+      avg.assign(h.data(), h.data() + n);
+      MPI_Allreduce(MPI_IN_PLACE, avg.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      for (double& x : avg) x /= K;
+    }
+    double base = 0;  // the fastest fp32 allreduce of this size
+    for (const Variant& v : variants(o)) {
+      Row r = measure(o, comm, v, in, avg);
+      if (v.strategy == StrategyKind::allreduce) base = base > 0 ? std::min(base, r.median) : r.median;
+      r.ratio = r.median / base;
+      if (me == 0) print_row(r, K, ceiling);
+      if (o.check && !r.identical) status = 1;
+      rows.push_back(r);
+    }
+  }
+  const auto hosts = host_names(K);  // collective
+  if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes);
+  if (me == 0 && status) std::fprintf(stderr, "qsgd-bench-exchange: some rows differ across ranks\n");
   return status;
 }
 

@@ -49,7 +49,7 @@ TEST(Cli, SizesTakeBinarySuffixes) {
 TEST(Cli, RealsAreWholeFiniteNumbersInRange) {
   EXPECT_EQ(parse_real("--lr", "0.01", 0, 1), 0.01);
   EXPECT_EQ(parse_real("--lr", "1e-3", 0, 1), 1e-3);
-  for (const char* bad : {"", "abc", "0.1x", " 0.1", "nan", "inf", "2", "-0.5"})
+  for (const char* bad : {"", "abc", "0.1x", " 0.1", "\t0.1", "\n1", "nan", "inf", "2", "-0.5"})
     EXPECT_NE(error_of([&] { parse_real("--lr", bad, 0, 1); }).find("--lr needs a number"), std::string::npos)
         << "'" << bad << "'";
 }

@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <sstream>

@@ -27,13 +27,16 @@ struct StreamKey {
   std::uint32_t k1 = 0;
 };
 
-namespace detail {
-KOKKOS_INLINE_FUNCTION std::uint64_t splitmix64(std::uint64_t z) {
+// The splitmix64 finalizer: a bijection of 64-bit words with full avalanche
+// (folds the key here; the suite's input generators hash with it too).
+KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+namespace detail {
 
 KOKKOS_INLINE_FUNCTION std::uint32_t lowbias32(std::uint32_t x) {
   x ^= x >> 16;
@@ -46,9 +49,9 @@ KOKKOS_INLINE_FUNCTION std::uint32_t lowbias32(std::uint32_t x) {
 }  // namespace detail
 
 inline StreamKey make_stream_key(const RngKey& key) {
-  std::uint64_t h = detail::splitmix64(key.seed);
-  h = detail::splitmix64(h ^ key.step);
-  h = detail::splitmix64(h ^ ((std::uint64_t(key.rank) << 32) | key.tensor));
+  std::uint64_t h = mix64(key.seed);
+  h = mix64(h ^ key.step);
+  h = mix64(h ^ ((std::uint64_t(key.rank) << 32) | key.tensor));
   return StreamKey{static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32)};
 }
 
@@ -64,13 +67,10 @@ KOKKOS_INLINE_FUNCTION float uniform01(const StreamKey& k, std::uint64_t i) {
 }
 
 // The generators of the suite's inputs (benchmark gradients, theory
-// experiments, test data) build on the same primitives, defined here once;
-// qsgd::models, which depends on nothing of the suite, keeps its own copies
-// (qsgd/models/detail/host_rng.hpp).
+// experiments, test data) build on mix64 above and these two, defined here
+// once; qsgd::models, which depends on nothing of the suite, keeps its own
+// copies (qsgd/models/detail/host_rng.hpp).
 //
-// The splitmix64 finalizer: a bijection of 64-bit words with full avalanche.
-KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) { return detail::splitmix64(z); }
-
 // Uniform on (0, 1) from a 64-bit word: its 53 high bits, offset by half a
 // step, so that neither 0 nor 1 occurs (log() stays finite).
 inline double unit_open(std::uint64_t h) { return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53; }
