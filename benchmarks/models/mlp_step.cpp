@@ -28,7 +28,6 @@
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -153,10 +152,147 @@ Summary summarize(const std::vector<double>& v) {
   return {qsgd::bench::median_of(v), qsgd::bench::minimum_of(v), qsgd::bench::percentile(v, 0.99)};
 }
 
-std::string summary_json(const Summary& s) {
-  using qsgd::bench::json_number;
-  return "{\"median\": " + json_number(s.median) + ", \"min\": " + json_number(s.min) + ", \"p99\": " +
-         json_number(s.p99) + "}";
+void write_summary(qsgd::bench::Json& j, const std::string& key, const Summary& s) {
+  j.key(key).begin_object().field("median", s.median).field("min", s.min).field("p99", s.p99).end_object();
+}
+
+// The fixed batch: inputs N(0, 1), labels uniform, generated on the host
+// and copied once.
+m::Batch make_batch(const Options& opt) {
+  const std::size_t d = opt.widths.front(), classes = opt.widths.back();
+  Kokkos::View<float**, Kokkos::LayoutRight, m::MemSpace> x("x", opt.batch, d);
+  Kokkos::View<int*, Kokkos::LayoutRight, m::MemSpace> y("y", opt.batch);
+  auto xh = Kokkos::create_mirror_view(x);
+  auto yh = Kokkos::create_mirror_view(y);
+  std::mt19937_64 g(opt.seed);
+  for (std::size_t i = 0; i < opt.batch; ++i) {
+    for (std::size_t k = 0; k < d; ++k) {
+      const double u1 = 1.0 - static_cast<double>(g() >> 11) * 0x1.0p-53;
+      const double u2 = static_cast<double>(g() >> 11) * 0x1.0p-53;
+      xh(i, k) = static_cast<float>(qsgd::box_muller(u1, u2));
+    }
+    yh(i) = static_cast<int>(g() % classes);
+  }
+  Kokkos::deep_copy(x, xh);
+  Kokkos::deep_copy(y, yh);
+  m::Batch batch;
+  batch.x = x;
+  batch.labels = y;
+  return batch;
+}
+
+// Seconds of each timed step and of its phases, and what the timed steps
+// allocated.
+struct StepTimes {
+  std::vector<double> step, zero, fwd, bwd, upd;
+  std::size_t workspace_allocations = 0;
+  double heap_allocations_per_step = 0;
+};
+
+StepTimes time_steps(m::Mlp& model, m::Sgd& sgd, const m::Batch& batch, const Options& opt) {
+  using clock = std::chrono::steady_clock;
+  StepTimes t;
+  auto step = [&](bool record) {
+    const auto t0 = clock::now();
+    model.zero_grad();
+    Kokkos::fence();
+    const auto t1 = clock::now();
+    model.forward(batch);
+    Kokkos::fence();
+    const auto t2 = clock::now();
+    model.backward();
+    Kokkos::fence();
+    const auto t3 = clock::now();
+    sgd.step(model.grads());
+    Kokkos::fence();
+    const auto t4 = clock::now();
+    if (record) {
+      auto s = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+      t.step.push_back(s(t0, t4));
+      t.zero.push_back(s(t0, t1));
+      t.fwd.push_back(s(t1, t2));
+      t.bwd.push_back(s(t2, t3));
+      t.upd.push_back(s(t3, t4));
+    }
+  };
+  for (int i = 0; i < opt.warmup; ++i) step(false);
+  for (auto* v : {&t.step, &t.zero, &t.fwd, &t.bwd, &t.upd}) v->reserve(static_cast<std::size_t>(opt.steps));
+  const std::size_t alloc0 = m::workspace_allocations();
+  const std::size_t heap0 = g_heap_allocations.load();
+  for (int i = 0; i < opt.steps; ++i) step(true);
+  t.workspace_allocations = m::workspace_allocations() - alloc0;
+  t.heap_allocations_per_step =
+      static_cast<double>(g_heap_allocations.load() - heap0) / static_cast<double>(opt.steps);
+  return t;
+}
+
+// GEMM flops of one step: forward, then backward (dW for every layer, dX
+// for all but the first).
+double gemm_flops_per_step(const Options& opt) {
+  double fwd = 0;
+  for (std::size_t k = 0; k + 1 < opt.widths.size(); ++k)
+    fwd += 2.0 * static_cast<double>(opt.batch * opt.widths[k] * opt.widths[k + 1]);
+  const double bwd = 2 * fwd - 2.0 * static_cast<double>(opt.batch * opt.widths[0] * opt.widths[1]);
+  return fwd + bwd;
+}
+
+// The cores this process may run on.
+std::vector<int> affinity_cores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  return cores;
+}
+
+std::string report_json(const Options& opt, const m::Mlp& model, const StepTimes& t) {
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  const char* obt = std::getenv("OPENBLAS_NUM_THREADS");
+  const double flops = gemm_flops_per_step(opt);
+  const Summary ss = summarize(t.step);
+  qsgd::bench::Json j;
+  j.begin_object().field("schema_version", 1).field("benchmark", "mlp_step").field("implementation", "qsgd::models");
+  j.key("context")
+      .begin_object()
+      .field("git_hash", qsgd::bench::build::git_hash)
+      .field("build_type", QSGD_BUILD_TYPE)
+      .field("kokkos_version", KOKKOS_VERSION)
+      .field("kokkos_backend", m::ExecSpace::name())
+      .field("blas", blas_library())
+      .field("OPENBLAS_NUM_THREADS", obt ? obt : "")
+      .field("host", host)
+      .field("affinity", affinity_cores())
+      .field("date", qsgd::bench::utc_now())
+      .end_object();
+  j.key("config")
+      .begin_object()
+      .field("widths", std::vector<std::uint64_t>(opt.widths.begin(), opt.widths.end()))
+      .field("batch", static_cast<std::uint64_t>(opt.batch))
+      .field("parameters", static_cast<std::uint64_t>(model.num_parameters()))
+      .field("warmup", opt.warmup)
+      .field("steps", opt.steps)
+      .field("lr", opt.lr)
+      .field("momentum", opt.momentum)
+      .field("weight_decay", opt.weight_decay)
+      .field("step", "zero_grad + forward + cross-entropy + backward + SGD update")
+      .end_object();
+  j.field("final_loss", static_cast<double>(model.loss()))
+      .field("workspace_allocations_in_timed_steps", static_cast<std::uint64_t>(t.workspace_allocations))
+      .field("heap_allocations_per_step", t.heap_allocations_per_step)
+      .field("gemm_flops_per_step", flops)
+      .field("gemm_gflops_at_median", flops / ss.median * 1e-9);
+  write_summary(j, "step_seconds", ss);
+  j.key("phase_seconds").begin_object();
+  write_summary(j, "zero_grad", summarize(t.zero));
+  write_summary(j, "forward", summarize(t.fwd));
+  write_summary(j, "backward", summarize(t.bwd));
+  write_summary(j, "update", summarize(t.upd));
+  j.end_object();
+  j.field("samples", t.step).end_object();
+  return j.str() + "\n";
 }
 
 }  // namespace
@@ -173,7 +309,6 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   {
-    using clock = std::chrono::steady_clock;
     m::MlpConfig cfg;
     cfg.widths = opt.widths;
     m::Mlp model(cfg, opt.seed);
@@ -182,130 +317,20 @@ int main(int argc, char** argv) {
     sc.momentum = opt.momentum;
     sc.weight_decay = opt.weight_decay;
     m::Sgd sgd(model.params(), sc);
-
-    // Fixed batch, generated on the host and copied once.
-    const std::size_t d = opt.widths.front(), classes = opt.widths.back();
-    Kokkos::View<float**, Kokkos::LayoutRight, m::MemSpace> x("x", opt.batch, d);
-    Kokkos::View<int*, Kokkos::LayoutRight, m::MemSpace> y("y", opt.batch);
-    {
-      auto xh = Kokkos::create_mirror_view(x);
-      auto yh = Kokkos::create_mirror_view(y);
-      std::mt19937_64 g(opt.seed);
-      for (std::size_t i = 0; i < opt.batch; ++i) {
-        for (std::size_t k = 0; k < d; ++k) {
-          const double u1 = 1.0 - static_cast<double>(g() >> 11) * 0x1.0p-53;
-          const double u2 = static_cast<double>(g() >> 11) * 0x1.0p-53;
-          xh(i, k) = static_cast<float>(qsgd::box_muller(u1, u2));
-        }
-        yh(i) = static_cast<int>(g() % classes);
-      }
-      Kokkos::deep_copy(x, xh);
-      Kokkos::deep_copy(y, yh);
-    }
-    m::Batch batch;
-    batch.x = x;
-    batch.labels = y;
-
-    std::vector<double> t_step, t_zero, t_fwd, t_bwd, t_upd;
-    auto step = [&](bool record) {
-      const auto t0 = clock::now();
-      model.zero_grad();
-      Kokkos::fence();
-      const auto t1 = clock::now();
-      model.forward(batch);
-      Kokkos::fence();
-      const auto t2 = clock::now();
-      model.backward();
-      Kokkos::fence();
-      const auto t3 = clock::now();
-      sgd.step(model.grads());
-      Kokkos::fence();
-      const auto t4 = clock::now();
-      if (record) {
-        auto s = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-        t_step.push_back(s(t0, t4));
-        t_zero.push_back(s(t0, t1));
-        t_fwd.push_back(s(t1, t2));
-        t_bwd.push_back(s(t2, t3));
-        t_upd.push_back(s(t3, t4));
-      }
-    };
-    for (int i = 0; i < opt.warmup; ++i) step(false);
-    t_step.reserve(static_cast<std::size_t>(opt.steps));
-    t_zero.reserve(t_step.capacity());
-    t_fwd.reserve(t_step.capacity());
-    t_bwd.reserve(t_step.capacity());
-    t_upd.reserve(t_step.capacity());
-    const std::size_t alloc0 = m::workspace_allocations();
-    const std::size_t heap0 = g_heap_allocations.load();
-    for (int i = 0; i < opt.steps; ++i) step(true);
-    const std::size_t allocs = m::workspace_allocations() - alloc0;
-    const double heap_per_step =
-        static_cast<double>(g_heap_allocations.load() - heap0) / static_cast<double>(opt.steps);
-    if (allocs != 0) {
-      std::cerr << "qsgd-bench-mlp-step: " << allocs << " workspace allocations during timed steps\n";
+    const m::Batch batch = make_batch(opt);
+    const StepTimes t = time_steps(model, sgd, batch, opt);
+    if (t.workspace_allocations != 0) {
+      std::cerr << program << ": " << t.workspace_allocations << " workspace allocations during timed steps\n";
       rc = 1;
     }
-
-    const double flops_fwd = [&] {
-      double f = 0;
-      for (std::size_t k = 0; k + 1 < opt.widths.size(); ++k)
-        f += 2.0 * static_cast<double>(opt.batch * opt.widths[k] * opt.widths[k + 1]);
-      return f;
-    }();
-    // Backward: dW for every layer, dX for all but the first.
-    const double flops_bwd =
-        2 * flops_fwd - 2.0 * static_cast<double>(opt.batch * opt.widths[0] * opt.widths[1]);
-    const Summary ss = summarize(t_step);
-
-    char host[256] = "unknown";
-    gethostname(host, sizeof host - 1);
-    const std::string date = qsgd::bench::utc_now();
-    const char* obt = std::getenv("OPENBLAS_NUM_THREADS");
-    std::string affinity;
-    {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        for (int c = 0; c < CPU_SETSIZE; ++c) {
-          if (CPU_ISSET(c, &set)) affinity += (affinity.empty() ? "" : ", ") + std::to_string(c);
-        }
-      }
-    }
-
-    std::ostringstream js;
-    js.precision(9);
-    js << "{\n  \"schema_version\": 1,\n  \"benchmark\": \"mlp_step\",\n  \"implementation\": \"qsgd::models\",\n";
-    js << "  \"context\": {\"git_hash\": \"" << qsgd::bench::build::git_hash << "\", \"build_type\": \"" << QSGD_BUILD_TYPE
-       << "\", \"kokkos_version\": " << KOKKOS_VERSION << ", \"kokkos_backend\": \""
-       << m::ExecSpace::name() << "\", \"blas\": " << qsgd::bench::json_string(blas_library())
-       << ", \"OPENBLAS_NUM_THREADS\": " << qsgd::bench::json_string(obt ? obt : "")
-       << ", \"host\": " << qsgd::bench::json_string(host) << ", \"affinity\": [" << affinity << "], \"date\": \"" << date << "\"},\n";
-    js << "  \"config\": {\"widths\": [";
-    for (std::size_t i = 0; i < opt.widths.size(); ++i) js << (i ? ", " : "") << opt.widths[i];
-    js << "], \"batch\": " << opt.batch << ", \"parameters\": " << model.num_parameters()
-       << ", \"warmup\": " << opt.warmup << ", \"steps\": " << opt.steps << ", \"lr\": " << opt.lr
-       << ", \"momentum\": " << opt.momentum << ", \"weight_decay\": " << opt.weight_decay
-       << ", \"step\": \"zero_grad + forward + cross-entropy + backward + SGD update\"},\n";
-    js << "  \"final_loss\": " << model.loss() << ",\n";
-    js << "  \"workspace_allocations_in_timed_steps\": " << allocs << ",\n";
-    js << "  \"heap_allocations_per_step\": " << heap_per_step << ",\n";
-    js << "  \"gemm_flops_per_step\": " << flops_fwd + flops_bwd << ",\n";
-    js << "  \"gemm_gflops_at_median\": " << (flops_fwd + flops_bwd) / ss.median * 1e-9 << ",\n";
-    js << "  \"step_seconds\": " << summary_json(ss) << ",\n";
-    js << "  \"phase_seconds\": {\"zero_grad\": " << summary_json(summarize(t_zero))
-       << ", \"forward\": " << summary_json(summarize(t_fwd)) << ", \"backward\": " << summary_json(summarize(t_bwd))
-       << ", \"update\": " << summary_json(summarize(t_upd)) << "},\n";
-    js << "  \"samples\": [";
-    for (std::size_t i = 0; i < t_step.size(); ++i) js << (i ? ", " : "") << t_step[i];
-    js << "]\n}\n";
+    const std::string js = report_json(opt, model, t);
     if (opt.json == "-") {
-      std::cout << js.str();
+      std::cout << js;
     } else {
       std::ofstream f(opt.json);
-      f << js.str();
+      f << js;
       if (!f) {
-        std::cerr << "qsgd-bench-mlp-step: cannot write " << opt.json << "\n";
+        std::cerr << program << ": cannot write " << opt.json << "\n";
         rc = 1;
       }
     }

@@ -29,6 +29,7 @@
 #include "qsgd/models/mlp.hpp"
 #include "qsgd/models/sgd.hpp"
 #include "qsgd/train/checkpoint.hpp"
+#include "qsgd/train/step_gather.hpp"
 #include "qsgd/train/trace.hpp"
 
 namespace qsgd::train {
@@ -195,7 +196,7 @@ struct Trainer::Impl {
   std::unique_ptr<trace::TraceWriter> trace;  // rank 0 writes; every rank sends its records
   std::unique_ptr<qm::BatchLoader> loader;
   trace::StepRecord rec;
-  std::vector<trace::StepRecord> all;
+  StepGather gather;
   double hook_s = 0;  // exchange work the gradient hooks did inside backward
   // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
   // global step N (after any checkpoint due at N), as a job killed there would be.
@@ -221,7 +222,7 @@ struct Trainer::Impl {
         compressed(qc::make_exchange(opts.exchange_config(), comm)),
         dense(qc::make_exchange(dense_config(), comm)),
         sampler(data.train_size(), comm.rank(), comm.size(), opts.seed),
-        all(static_cast<std::size_t>(comm.size())) {
+        gather(comm) {
     bucketer = std::make_unique<qc::Bucketer<Exec>>(*compressed, *dense, bucketer_config(o));
     for (const auto& t : model->tensors()) bucketer->add(t.size);
     bucketer->plan();
@@ -396,8 +397,7 @@ struct Trainer::Impl {
     rec.step_time = seconds_since(t_step);
     if (!std::isfinite(rec.loss))
       comm.abort(exit_loss_not_finite, "loss is not finite at step " + std::to_string(step), true);
-    comm.gather_bytes(&rec, sizeof rec, all.data(), 0, at("step record gather", step));
-    if (trace) trace->add_step(all);
+    gather.add_step(rec, step, trace.get());
   }
 
   // Test-set evaluation, recorded with the training time so far.

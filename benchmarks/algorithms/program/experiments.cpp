@@ -59,22 +59,30 @@ std::string wire_name(const WireConfig& w, std::size_t n) {
 
 // ---------------------------------------------------------------------------
 // Convex QSGD: iterations to suboptimality eps, fp32 against QSGD at several s.
-void experiment_convex(const Options& o, Json& j) {
-  // The tests' two problems (least squares n = 64, logistic n = 32), plus a
-  // larger instance of each, where the 64-byte message header weighs less.
+namespace {
+
+struct ConvexSetup {
   std::vector<std::unique_ptr<Problem>> problems;
   std::vector<double> eps_rel;  // target suboptimality, relative to f(x0) - f*
+  int batch = 4;
+  std::uint64_t steps = 0;
+};
+
+// The tests' two problems (least squares n = 64, logistic n = 32), plus a
+// larger instance of each, where the 64-byte message header weighs less.
+ConvexSetup convex_setup(const Options& o) {
+  ConvexSetup cs;
   auto add_ls = [&](std::size_t n, std::size_t m) {
     LeastSquaresSpec s;
     s.n = n, s.m = m;
-    problems.push_back(make_least_squares(s));
-    eps_rel.push_back(1e-3);
+    cs.problems.push_back(make_least_squares(s));
+    cs.eps_rel.push_back(1e-3);
   };
   auto add_lg = [&](std::size_t n, std::size_t m) {
     LogisticSpec s;
     s.n = n, s.m = m;
-    problems.push_back(make_logistic(s));
-    eps_rel.push_back(1e-2);
+    cs.problems.push_back(make_logistic(s));
+    cs.eps_rel.push_back(1e-2);
   };
   if (o.quick) {
     add_ls(16, 512);
@@ -85,16 +93,99 @@ void experiment_convex(const Options& o, Json& j) {
     add_lg(32, 2048);
     add_lg(64, 4096);
   }
-  const int batch = 4;
-  const std::uint64_t steps = o.quick ? 400 : 10000;
+  cs.steps = o.quick ? 400 : 10000;
+  return cs;
+}
 
+// The wires of one problem: fp32, then s = sqrt(n), 2 sqrt(n), sqrt(n)/2, 2, 1.
+std::vector<WireConfig> convex_wires(std::size_t n) {
+  const std::uint32_t rs = sqrt_levels(n);
+  std::vector<WireConfig> wires = {full_precision_wire()};
+  for (std::uint32_t s : {rs, 2 * rs, rs / 2, 2u, 1u})
+    if (s >= 1 && std::none_of(wires.begin(), wires.end(), [&](const WireConfig& w) { return w.s == s; }))
+      wires.push_back(wire_for(s, n));
+  return wires;
+}
+
+// Runs one wire on one problem for every seed (a "runs" entry each), prints
+// its row and returns its "summary" entry; fp32_median is the fp32 row's
+// median, set when w is fp32 (the first wire).
+std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, const WireConfig& w,
+                       double& fp32_median, Json& j) {
+  const Problem& p = *cs.problems[pi];
+  const std::size_t n = p.dim();
+  const std::uint32_t rs = sqrt_levels(n);
+  const double eps = cs.eps_rel[pi] * p.suboptimality(p.initial_point());
+  std::vector<double> its;
+  std::uint64_t bits = 0, msgs = 0;
+  for (int seed = 0; seed < o.seeds; ++seed) {
+    QsgdConfig c;
+    c.workers = o.workers;
+    c.batch = cs.batch;
+    c.steps = cs.steps;
+    c.step = StepSchedule::inverse_time(p.strong_convexity(), p.smoothness());
+    c.wire = w;
+    c.seed = static_cast<std::uint64_t>(seed);
+    c.eval = EvalSpec{10, false, false};
+    const RunResult r = run_qsgd(p, c);
+    const std::uint64_t it = first_iteration_below(r.curve, eps);
+    its.push_back(as_double(it));
+    bits += r.bits;
+    msgs += r.messages;
+    j.begin_object()
+        .field("problem", p.name())
+        .field("n", static_cast<std::uint64_t>(n))
+        .field("eps_relative", cs.eps_rel[pi])
+        .field("wire", wire_name(w, n))
+        .field("codec", to_string(w.codec))
+        .field("s", static_cast<std::uint64_t>(w.quantized() ? (w.s ? w.s : rs) : 0))
+        .field("seed", seed)
+        .field("iterations_to_eps", as_double(it))
+        .field("bits", r.bits)
+        .field("messages", r.messages)
+        .field("seconds", r.seconds);
+    j.key("trace");
+    write_curve(j, r.curve);
+    j.end_object();
+  }
+  const double med = median(its);
+  if (!w.quantized()) fp32_median = med;
+  const double ratio = med / fp32_median;
+  const double bpc = static_cast<double>(bits) / static_cast<double>(msgs) / static_cast<double>(n);
+  const double bpc_body = bpc - 8.0 * header_bytes / static_cast<double>(n);
+  const std::uint32_t s = w.quantized() ? (w.s ? w.s : rs) : 0;
+  const double bound = w.quantized() ? second_moment_blowup(n, s) : 1.0;
+  std::printf("%-14s %5zu %8.0e %-14s %-13s %10.0f %8.2f %8.2f %11.2f %11.2f\n", p.name().c_str(), n, cs.eps_rel[pi],
+              wire_name(w, n).c_str(), to_string(w.codec).c_str(), med, ratio, bound, bpc, bpc_body);
+  Json sj;
+  sj.begin_object()
+      .field("problem", p.name())
+      .field("n", static_cast<std::uint64_t>(n))
+      .field("eps_relative", cs.eps_rel[pi])
+      .field("wire", wire_name(w, n))
+      .field("codec", to_string(w.codec))
+      .field("s", static_cast<std::uint64_t>(s))
+      .field("median_iterations", med)
+      .field("ratio_to_fp32", ratio)
+      .field("second_moment_bound", bound)
+      .field("bits_per_coordinate", bpc)
+      .field("bits_per_coordinate_without_header", bpc_body)
+      .field("iterations", its)
+      .end_object();
+  return sj.str();
+}
+
+}  // namespace
+
+void experiment_convex(const Options& o, Json& j) {
+  const ConvexSetup cs = convex_setup(o);
   j.key("parameters")
       .begin_object()
       .field("workers", o.workers)
-      .field("batch", batch)
-      .field("steps", steps)
+      .field("batch", cs.batch)
+      .field("steps", cs.steps)
       .field("seeds", o.seeds)
-      .field("eps_relative", eps_rel)
+      .field("eps_relative", cs.eps_rel)
       .field("schedule", "inverse-time: eta_t = 2/(l(t+1)+4L)")
       .field("header_bytes", static_cast<std::uint64_t>(header_bytes))
       .field("eval_every", 10)
@@ -102,84 +193,19 @@ void experiment_convex(const Options& o, Json& j) {
       .field("bucket", "n (one bucket)")
       .end_object();
   j.key("problems").begin_array();
-  for (const auto& p : problems) j.raw(p->describe_json());
+  for (const auto& p : cs.problems) j.raw(p->describe_json());
   j.end_array();
 
   std::printf("convex QSGD: %d workers, batch %d, median over %d seeds of the steps to eps (relative to f(x0) - f*)\n",
-              o.workers, batch, o.seeds);
+              o.workers, cs.batch, o.seeds);
   std::printf("%-14s %5s %8s %-14s %-13s %10s %8s %8s %11s %11s\n", "problem", "n", "eps", "wire", "code", "median it",
               "ratio", "B bound", "bits/coord", "w/o header");
   j.key("runs").begin_array();
   std::vector<std::string> summary;
-  for (std::size_t pi = 0; pi < problems.size(); ++pi) {
-    const auto& p = problems[pi];
-    const std::size_t n = p->dim();
-    const std::uint32_t rs = sqrt_levels(n);
-    std::vector<WireConfig> wires = {full_precision_wire()};
-    for (std::uint32_t s : {rs, 2 * rs, rs / 2, 2u, 1u})
-      if (s >= 1 && std::none_of(wires.begin(), wires.end(), [&](const WireConfig& w) { return w.s == s; }))
-        wires.push_back(wire_for(s, n));
-    const double eps = eps_rel[pi] * p->suboptimality(p->initial_point());
+  for (std::size_t pi = 0; pi < cs.problems.size(); ++pi) {
     double fp32_median = NAN;
-    for (const WireConfig& w : wires) {
-      std::vector<double> its;
-      std::uint64_t bits = 0, msgs = 0;
-      for (int seed = 0; seed < o.seeds; ++seed) {
-        QsgdConfig c;
-        c.workers = o.workers;
-        c.batch = batch;
-        c.steps = steps;
-        c.step = StepSchedule::inverse_time(p->strong_convexity(), p->smoothness());
-        c.wire = w;
-        c.seed = static_cast<std::uint64_t>(seed);
-        c.eval = EvalSpec{10, false, false};
-        const RunResult r = run_qsgd(*p, c);
-        const std::uint64_t it = first_iteration_below(r.curve, eps);
-        its.push_back(as_double(it));
-        bits += r.bits;
-        msgs += r.messages;
-        j.begin_object()
-            .field("problem", p->name())
-            .field("n", static_cast<std::uint64_t>(n))
-            .field("eps_relative", eps_rel[pi])
-            .field("wire", wire_name(w, n))
-            .field("codec", to_string(w.codec))
-            .field("s", static_cast<std::uint64_t>(w.quantized() ? (w.s ? w.s : rs) : 0))
-            .field("seed", seed)
-            .field("iterations_to_eps", as_double(it))
-            .field("bits", r.bits)
-            .field("messages", r.messages)
-            .field("seconds", r.seconds);
-        j.key("trace");
-        write_curve(j, r.curve);
-        j.end_object();
-      }
-      const double med = median(its);
-      if (!w.quantized()) fp32_median = med;
-      const double ratio = med / fp32_median;
-      const double bpc = static_cast<double>(bits) / static_cast<double>(msgs) / static_cast<double>(n);
-      const double bpc_body = bpc - 8.0 * header_bytes / static_cast<double>(n);
-      const std::uint32_t s = w.quantized() ? (w.s ? w.s : rs) : 0;
-      const double bound = w.quantized() ? second_moment_blowup(n, s) : 1.0;
-      std::printf("%-14s %5zu %8.0e %-14s %-13s %10.0f %8.2f %8.2f %11.2f %11.2f\n", p->name().c_str(), n, eps_rel[pi],
-                  wire_name(w, n).c_str(), to_string(w.codec).c_str(), med, ratio, bound, bpc, bpc_body);
-      Json sj;
-      sj.begin_object()
-          .field("problem", p->name())
-          .field("n", static_cast<std::uint64_t>(n))
-          .field("eps_relative", eps_rel[pi])
-          .field("wire", wire_name(w, n))
-          .field("codec", to_string(w.codec))
-          .field("s", static_cast<std::uint64_t>(s))
-          .field("median_iterations", med)
-          .field("ratio_to_fp32", ratio)
-          .field("second_moment_bound", bound)
-          .field("bits_per_coordinate", bpc)
-          .field("bits_per_coordinate_without_header", bpc_body)
-          .field("iterations", its)
-          .end_object();
-      summary.push_back(sj.str());
-    }
+    for (const WireConfig& w : convex_wires(cs.problems[pi]->dim()))
+      summary.push_back(convex_row(o, cs, pi, w, fp32_median, j));
   }
   j.end_array();
   j.key("summary").begin_array();
@@ -360,6 +386,88 @@ double tail5(const Curve& t, F f) {
   return s / static_cast<double>(k);
 }
 
+// One "runs" entry of the async experiment, and its printed row on rank 0.
+void record_async(Json& j, bool root, const Problem& p, const AsyncConfig& c, const AsyncResult& r,
+                  const std::string& data, const std::string& group) {
+  auto sub = [](const CurvePoint& t) { return t.suboptimality; };
+  auto gn = [](const CurvePoint& t) { return t.grad_norm2; };
+  const std::size_t n = p.dim();
+  double mean_stale = 0.0;
+  for (std::uint32_t st : r.staleness) mean_stale += st;
+  mean_stale /= static_cast<double>(std::max<std::size_t>(1, r.staleness.size()));
+  const double fsub = tail5(r.curve, sub), fgn = tail5(r.curve, gn);
+  std::string share;
+  for (std::size_t w = 0; w < r.applied_per_worker.size(); ++w)
+    share += (w ? "/" : "") +
+             std::to_string(static_cast<int>(std::lround(
+                 100.0 * r.applied_per_worker[w] / static_cast<double>(std::max<std::uint64_t>(1, r.applied)))));
+  if (root)
+    std::printf("%-14s %-13s %-8s %5s %8llu %8llu %6llu %7.2f %11.3e %11.3e %9s\n", p.name().c_str(),
+                wire_name(c.wire, n).c_str(), data.c_str(), c.tau >= 0 ? std::to_string(c.tau).c_str() : "inf",
+                static_cast<unsigned long long>(r.applied), static_cast<unsigned long long>(r.rejected),
+                static_cast<unsigned long long>(r.max_staleness), mean_stale, fsub, fgn, share.c_str());
+  j.begin_object()
+      .field("group", group)
+      .field("problem", p.name())
+      .field("wire", wire_name(c.wire, n))
+      .field("tau", c.tau)
+      .field("data", data)
+      .field("window", c.window)
+      .field("workers", r.workers)
+      .field("worker_delay_us", c.worker_delay_us)
+      .field("applied", r.applied)
+      .field("rejected", r.rejected)
+      .field("discarded", r.discarded)
+      .field("pushes", r.pushes)
+      .field("sent", r.sent)
+      .field("max_staleness", r.max_staleness)
+      .field("mean_staleness", mean_stale)
+      .field("final_suboptimality", fsub)
+      .field("final_grad_norm2", fgn)
+      .field("staleness_hist", r.staleness_hist)
+      .field("rejected_hist", r.rejected_hist)
+      .field("applied_per_worker", r.applied_per_worker)
+      .field("grad_bits", r.grad_bits)
+      .field("bits_per_coordinate", static_cast<double>(r.grad_bits) /
+                                        static_cast<double>(std::max<std::uint64_t>(1, r.pushes)) /
+                                        static_cast<double>(n))
+      .field("seconds", r.seconds)
+      .field("staleness", std::vector<std::uint64_t>(r.staleness.begin(), r.staleness.end()));
+  j.key("trace");
+  write_curve(j, r.curve);
+  j.end_object();
+}
+
+// The sequential baseline of a problem (rank 0 only): one worker, no
+// staleness, fp32, the same batch, schedule and number of updates.
+void async_baseline(Json& j, const Problem& p, int batch, std::uint64_t updates, std::uint64_t every,
+                    const StepSchedule& step) {
+  auto sub = [](const CurvePoint& t) { return t.suboptimality; };
+  auto gn = [](const CurvePoint& t) { return t.grad_norm2; };
+  QsgdConfig c;
+  c.workers = 1;
+  c.batch = batch;
+  c.steps = updates;
+  c.wire = full_precision_wire();
+  c.seed = 1;
+  c.eval = EvalSpec{every, !p.convex(), !p.convex()};
+  c.step = step;
+  const RunResult r = run_qsgd(p, c);
+  std::printf("%-14s %-13s %-8s %5s %8llu %8s %6s %7s %11.3e %11.3e   (sequential SGD baseline)\n", p.name().c_str(),
+              "fp32", "-", "-", static_cast<unsigned long long>(updates), "-", "-", "-", tail5(r.curve, sub),
+              tail5(r.curve, gn));
+  j.begin_object()
+      .field("group", "baseline")
+      .field("problem", p.name())
+      .field("wire", "fp32")
+      .field("baseline", "sequential SGD")
+      .field("final_suboptimality", tail5(r.curve, sub))
+      .field("final_grad_norm2", tail5(r.curve, gn));
+  j.key("trace");
+  write_curve(j, r.curve);
+  j.end_object();
+}
+
 }  // namespace
 
 void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator& comm) {
@@ -376,8 +484,6 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
   int tau_d = 0;
   for (int t : o.taus) tau_d = std::max(tau_d, t);
   const std::uint64_t every = std::max<std::uint64_t>(1, updates / 100);
-  auto sub = [](const CurvePoint& t) { return t.suboptimality; };
-  auto gn = [](const CurvePoint& t) { return t.grad_norm2; };
 
   j.key("parameters")
       .begin_object()
@@ -405,99 +511,29 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
                 "rejected", "max", "mean", "f - f*", "|grad f|^2", "per worker");
   }
   j.key("runs").begin_array();
-  auto record = [&](const Problem& p, const AsyncConfig& c, const AsyncResult& r, const std::string& data,
-                    const std::string& group) {
-    const std::size_t n = p.dim();
-    double mean_stale = 0.0;
-    for (std::uint32_t st : r.staleness) mean_stale += st;
-    mean_stale /= static_cast<double>(std::max<std::size_t>(1, r.staleness.size()));
-    const double fsub = tail5(r.curve, sub), fgn = tail5(r.curve, gn);
-    std::string share;
-    for (std::size_t w = 0; w < r.applied_per_worker.size(); ++w)
-      share += (w ? "/" : "") +
-               std::to_string(static_cast<int>(std::lround(
-                   100.0 * r.applied_per_worker[w] / static_cast<double>(std::max<std::uint64_t>(1, r.applied)))));
-    if (root)
-      std::printf("%-14s %-13s %-8s %5s %8llu %8llu %6llu %7.2f %11.3e %11.3e %9s\n", p.name().c_str(),
-                  wire_name(c.wire, n).c_str(), data.c_str(), c.tau >= 0 ? std::to_string(c.tau).c_str() : "inf",
-                  static_cast<unsigned long long>(r.applied), static_cast<unsigned long long>(r.rejected),
-                  static_cast<unsigned long long>(r.max_staleness), mean_stale, fsub, fgn, share.c_str());
-    j.begin_object()
-        .field("group", group)
-        .field("problem", p.name())
-        .field("wire", wire_name(c.wire, n))
-        .field("tau", c.tau)
-        .field("data", data)
-        .field("window", c.window)
-        .field("workers", r.workers)
-        .field("worker_delay_us", c.worker_delay_us)
-        .field("applied", r.applied)
-        .field("rejected", r.rejected)
-        .field("discarded", r.discarded)
-        .field("pushes", r.pushes)
-        .field("sent", r.sent)
-        .field("max_staleness", r.max_staleness)
-        .field("mean_staleness", mean_stale)
-        .field("final_suboptimality", fsub)
-        .field("final_grad_norm2", fgn)
-        .field("staleness_hist", r.staleness_hist)
-        .field("rejected_hist", r.rejected_hist)
-        .field("applied_per_worker", r.applied_per_worker)
-        .field("grad_bits", r.grad_bits)
-        .field("bits_per_coordinate", static_cast<double>(r.grad_bits) /
-                                          static_cast<double>(std::max<std::uint64_t>(1, r.pushes)) /
-                                          static_cast<double>(n))
-        .field("seconds", r.seconds)
-        .field("staleness", std::vector<std::uint64_t>(r.staleness.begin(), r.staleness.end()));
-    j.key("trace");
-    write_curve(j, r.curve);
-    j.end_object();
+  auto config = [&](const Problem& p, int tau, const WireConfig& wire) {
+    AsyncConfig c;
+    c.updates = updates;
+    c.batch = batch;
+    c.tau = tau;
+    c.window = o.window;
+    c.wire = wire;
+    c.seed = 1;
+    c.worker_delay_us = o.delay_us;
+    c.eval = EvalSpec{every, !p.convex(), !p.convex()};
+    c.step = async_schedule(p, tau_d, updates);
+    return c;
   };
   for (const auto& p : problems) {
     const std::size_t n = p->dim();
-    const StepSchedule step = async_schedule(*p, tau_d, updates);
     for (const bool quantized : {false, true}) {
       const WireConfig wire = quantized ? wire_for(sqrt_levels(n), n) : full_precision_wire();
       for (int tau : o.taus) {
-        AsyncConfig c;
-        c.updates = updates;
-        c.batch = batch;
-        c.tau = tau;
-        c.window = o.window;
-        c.wire = wire;
-        c.seed = 1;
-        c.worker_delay_us = o.delay_us;
-        c.eval = EvalSpec{every, !p->convex(), !p->convex()};
-        c.step = step;
-        record(*p, c, run_async(*p, c, comm), "replica", "staleness");
+        const AsyncConfig c = config(*p, tau, wire);
+        record_async(j, root, *p, c, run_async(*p, c, comm), "replica", "staleness");
       }
     }
-    // Sequential baseline: one worker, no staleness, fp32, same batch,
-    // schedule and number of updates.
-    if (root) {
-      QsgdConfig c;
-      c.workers = 1;
-      c.batch = batch;
-      c.steps = updates;
-      c.wire = full_precision_wire();
-      c.seed = 1;
-      c.eval = EvalSpec{every, !p->convex(), !p->convex()};
-      c.step = step;
-      const RunResult r = run_qsgd(*p, c);
-      std::printf("%-14s %-13s %-8s %5s %8llu %8s %6s %7s %11.3e %11.3e   (sequential SGD baseline)\n",
-                  p->name().c_str(), "fp32", "-", "-", static_cast<unsigned long long>(updates), "-", "-", "-",
-                  tail5(r.curve, sub), tail5(r.curve, gn));
-      j.begin_object()
-          .field("group", "baseline")
-          .field("problem", p->name())
-          .field("wire", "fp32")
-          .field("baseline", "sequential SGD")
-          .field("final_suboptimality", tail5(r.curve, sub))
-          .field("final_grad_norm2", tail5(r.curve, gn));
-      j.key("trace");
-      write_curve(j, r.curve);
-      j.end_object();
-    }
+    if (root) async_baseline(j, *p, batch, updates, every, async_schedule(*p, tau_d, updates));
   }
   // Data placement under unequal worker speeds (K >= 2): worker rank r spends
   // (r - 1) x 500 us more per gradient; with sharded data the faster
@@ -505,18 +541,11 @@ void experiment_async(const Options& o, Json& j, const qsgd::comm::Communicator&
   if (K >= 2) {
     const auto& p = problems.front();
     for (const bool sharded : {false, true}) {
-      AsyncConfig c;
-      c.updates = updates;
-      c.batch = batch;
-      c.tau = tau_d;
-      c.window = o.window;
-      c.wire = wire_for(sqrt_levels(p->dim()), p->dim());
-      c.seed = 1;
+      AsyncConfig c = config(*p, tau_d, wire_for(sqrt_levels(p->dim()), p->dim()));
       c.worker_delay_us = o.quick ? 50.0 : 500.0;
       c.sharded = sharded;
       c.eval = EvalSpec{every, false, false};
-      c.step = async_schedule(*p, tau_d, updates);
-      record(*p, c, run_async(*p, c, comm), sharded ? "shards" : "replica", "placement");
+      record_async(j, root, *p, c, run_async(*p, c, comm), sharded ? "shards" : "replica", "placement");
     }
   }
   j.end_array();
