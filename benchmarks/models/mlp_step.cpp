@@ -102,10 +102,8 @@ Options parse_options(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--widths") {
-      o.widths.clear();
-      for (const std::string& t : qsgd::bench::split_list(val()))
-        o.widths.push_back(static_cast<std::size_t>(parse_count(a, t, 1, 1u << 24)));
-      if (o.widths.size() < 2) throw qsgd::bench::UsageError("--widths needs at least two layer widths");
+      const auto w = qsgd::bench::parse_count_list(a, val(), 2, 1, 1u << 24);
+      o.widths.assign(w.begin(), w.end());
     } else if (a == "--batch") {
       o.batch = static_cast<std::size_t>(parse_count(a, val(), 1, 1u << 24));
     } else if (a == "--warmup") {

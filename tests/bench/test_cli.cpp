@@ -50,8 +50,31 @@ TEST(Cli, RealsAreWholeFiniteNumbersInRange) {
   EXPECT_EQ(parse_real("--lr", "0.01", 0, 1), 0.01);
   EXPECT_EQ(parse_real("--lr", "1e-3", 0, 1), 1e-3);
   for (const char* bad : {"", "abc", "0.1x", " 0.1", "\t0.1", "\n1", "nan", "inf", "2", "-0.5"})
-    EXPECT_NE(error_of([&] { parse_real("--lr", bad, 0, 1); }).find("--lr needs a number"), std::string::npos)
+    EXPECT_NE(error_of([&] { parse_real("--lr", bad, 0, 1); }).find("--lr needs a finite number from"), std::string::npos)
         << "'" << bad << "'";
+}
+
+TEST(Cli, UnboundedValuesSayWhatTheyNeed) {
+  EXPECT_EQ(parse_count("--seed", "7"), 7u);
+  EXPECT_NE(error_of([] { parse_count("--batch", " -1"); }).find("--batch needs a non-negative integer, got ' -1'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_count("--k", "0", 2); }).find("--k needs an integer >= 2"), std::string::npos);
+  EXPECT_EQ(parse_real("--x", "-1e300"), -1e300);
+  for (const char* bad : {"inf", "-inf", "nan", "1e999", "-1e999"})
+    EXPECT_NE(error_of([&] { parse_real("--x", bad); }).find("--x needs a finite number, got"), std::string::npos)
+        << "'" << bad << "'";
+}
+
+TEST(Cli, CountListsRefuseEmptyItemsAndShortLists) {
+  using qsgd::bench::parse_count_list;
+  EXPECT_EQ(parse_count_list("-w", "784,4096,10", 2, 1, 1u << 24), (std::vector<std::uint64_t>{784, 4096, 10}));
+  EXPECT_EQ(parse_count_list("-w", "5", 1), (std::vector<std::uint64_t>{5}));
+  for (const char* bad : {"784,,10", "784,10,", ",784", "", "784,0", "784,x"})
+    EXPECT_NE(error_of([&] { parse_count_list("-w", bad, 2, 1, 1u << 24); }).find("-w needs an integer in 1..16777216"),
+              std::string::npos)
+        << "'" << bad << "'";
+  EXPECT_NE(error_of([] { parse_count_list("-w", "784", 2, 1, 10000); }).find("-w needs at least 2 comma-separated"),
+            std::string::npos);
 }
 
 TEST(Cli, ListsKeepTheirNonEmptyItemsInOrder) {

@@ -1,9 +1,9 @@
 #include "qsgd/train/options.hpp"
 
+#include "qsgd/support/option_values.hpp"
+
 #include <nlohmann/json.hpp>
 
-#include <cctype>
-#include <cmath>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -11,60 +11,62 @@
 namespace qsgd::train {
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+using support::parse_count;
+using support::parse_real;
 
-// Decimal digits only: no sign, no white space (std::stoull would skip
-// leading blanks and negate a '-' after them), no wrap-around.
-std::uint64_t to_uint(const std::string& opt, const std::string& v) {
-  std::uint64_t x = 0;
-  bool ok = !v.empty() && v.size() <= 20;
-  for (std::size_t i = 0; ok && i < v.size(); ++i) {
-    const char c = v[i];
-    if (c < '0' || c > '9') {
-      ok = false;
-      break;
-    }
-    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
-    if (x > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) ok = false;
-    x = x * 10 + digit;
-  }
-  if (!ok) bad(opt + " expects a non-negative integer, got '" + v + "'");
-  return x;
-}
+[[noreturn]] void bad(const std::string& what) { throw support::UsageError(what); }
 
 // An option stored in 32 bits: a larger value is refused, not truncated.
 std::uint32_t to_uint32(const std::string& opt, const std::string& v) {
-  const std::uint64_t x = to_uint(opt, v);
-  if (x > std::numeric_limits<std::uint32_t>::max())
-    bad(opt + " must be at most " + std::to_string(std::numeric_limits<std::uint32_t>::max()) + ", got " + v);
-  return static_cast<std::uint32_t>(x);
-}
-
-// A finite number, nothing before or after it (std::stod would skip leading
-// blanks and accept "inf" and "nan").
-double to_double(const std::string& opt, const std::string& v) {
-  std::size_t pos = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &pos);
-  } catch (...) {
-    pos = 0;
-  }
-  if (pos != v.size() || v.empty() || std::isspace(static_cast<unsigned char>(v[0])) || !std::isfinite(x))
-    bad(opt + " expects a finite number, got '" + v + "'");
-  return x;
-}
-
-std::vector<std::size_t> to_list(const std::string& opt, const std::string& v) {
-  std::vector<std::size_t> out;
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(to_uint(opt, item));
-  if (out.size() < 2) bad(opt + " expects at least two comma-separated widths, got '" + v + "'");
-  return out;
+  return static_cast<std::uint32_t>(parse_count(opt, v, 0, std::numeric_limits<std::uint32_t>::max()));
 }
 
 }  // namespace
+
+std::string to_string(ModelKind m) {
+  switch (m) {
+    case ModelKind::mlp: return "mlp";
+    case ModelKind::cnn: return "cnn";
+    case ModelKind::lstm: return "lstm";
+  }
+  return "model#" + std::to_string(static_cast<int>(m));
+}
+
+std::string to_string(DatasetKind d) {
+  switch (d) {
+    case DatasetKind::fashion_mnist: return "fashion-mnist";
+    case DatasetKind::teacher: return "teacher";
+    case DatasetKind::corpus: return "corpus";
+  }
+  return "dataset#" + std::to_string(static_cast<int>(d));
+}
+
+std::string to_string(models::LrDecay d) {
+  switch (d) {
+    case models::LrDecay::constant: return "constant";
+    case models::LrDecay::cosine: return "cosine";
+    case models::LrDecay::step: return "step";
+  }
+  return "lr-decay#" + std::to_string(static_cast<int>(d));
+}
+
+ModelKind parse_model(const std::string& name) {
+  for (ModelKind m : {ModelKind::mlp, ModelKind::cnn, ModelKind::lstm})
+    if (name == to_string(m)) return m;
+  bad("--model must be mlp, cnn or lstm, got '" + name + "'");
+}
+
+DatasetKind parse_dataset(const std::string& name) {
+  for (DatasetKind d : {DatasetKind::fashion_mnist, DatasetKind::teacher, DatasetKind::corpus})
+    if (name == to_string(d)) return d;
+  bad("--dataset must be fashion-mnist, teacher or corpus, got '" + name + "'");
+}
+
+models::LrDecay parse_lr_decay(const std::string& name) {
+  for (models::LrDecay d : {models::LrDecay::constant, models::LrDecay::cosine, models::LrDecay::step})
+    if (name == to_string(d)) return d;
+  bad("--lr-decay must be constant, cosine or step, got '" + name + "'");
+}
 
 std::string usage() {
   return R"(usage: qsgd-train [options]
@@ -117,32 +119,35 @@ Options parse_checked(int argc, char** argv) {
       if (i + 1 >= argc) bad(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--model") o.model = val();
-    else if (a == "--mlp-widths") o.mlp_widths = to_list(a, val());
-    else if (a == "--dataset") o.dataset = val();
+    if (a == "--model") o.model = parse_model(val());
+    else if (a == "--mlp-widths") {
+      const auto w = support::parse_count_list(a, val(), 2, 1, std::numeric_limits<std::uint32_t>::max());
+      o.mlp_widths.assign(w.begin(), w.end());
+    }
+    else if (a == "--dataset") o.dataset = parse_dataset(val());
     else if (a == "--data-dir") o.data_dir = val();
-    else if (a == "--teacher-samples") o.teacher_samples = to_uint(a, val());
-    else if (a == "--lstm-hidden") o.lstm_hidden = to_uint(a, val());
-    else if (a == "--lstm-seq") o.lstm_seq = to_uint(a, val());
-    else if (a == "--batch") o.batch = to_uint(a, val());
-    else if (a == "--epochs") o.epochs = to_uint(a, val());
-    else if (a == "--max-steps") o.max_steps = to_uint(a, val());
-    else if (a == "--lr") o.lr = to_double(a, val());
-    else if (a == "--momentum") o.momentum = to_double(a, val());
-    else if (a == "--weight-decay") o.weight_decay = to_double(a, val());
-    else if (a == "--warmup") o.warmup = to_uint(a, val());
-    else if (a == "--lr-decay") o.lr_decay = val();
-    else if (a == "--seed") o.seed = to_uint(a, val());
-    else if (a == "--strategy") o.strategy = val();
+    else if (a == "--teacher-samples") o.teacher_samples = parse_count(a, val());
+    else if (a == "--lstm-hidden") o.lstm_hidden = parse_count(a, val());
+    else if (a == "--lstm-seq") o.lstm_seq = parse_count(a, val());
+    else if (a == "--batch") o.batch = parse_count(a, val());
+    else if (a == "--epochs") o.epochs = parse_count(a, val());
+    else if (a == "--max-steps") o.max_steps = parse_count(a, val());
+    else if (a == "--lr") o.lr = parse_real(a, val());
+    else if (a == "--momentum") o.momentum = parse_real(a, val());
+    else if (a == "--weight-decay") o.weight_decay = parse_real(a, val());
+    else if (a == "--warmup") o.warmup = parse_count(a, val());
+    else if (a == "--lr-decay") o.lr_decay = parse_lr_decay(val());
+    else if (a == "--seed") o.seed = parse_count(a, val());
+    else if (a == "--strategy") o.strategy = comm::parse_strategy(val());
     else if (a == "--codec") o.codec = parse_codec(val());
     else if (a == "--bits") {
-      const auto b = to_uint(a, val());
+      const auto b = parse_count(a, val());
       if (b < 1 || b > 24) bad("--bits must be 1..24");
       o.s = 1u << b;
       o.naming = std::to_string(b) + "bit(paper,s=" + std::to_string(o.s) + ")";
       bits_given = true;
     } else if (a == "--wire-bits") {
-      const auto b = to_uint(a, val());
+      const auto b = parse_count(a, val());
       if (b < 2 || b > 25) bad("--wire-bits must be 2..25");
       o.s = (1u << (b - 1)) - 1;
       o.naming = std::to_string(b) + "bit(wire,s=" + std::to_string(o.s) + ")";
@@ -153,50 +158,46 @@ Options parse_checked(int argc, char** argv) {
       bits_given = true;
     } else if (a == "--d") o.d = to_uint32(a, val());
     else if (a == "--norm") o.norm = parse_norm(val());
-    else if (a == "--fusion-mb") o.fusion_mb = to_uint(a, val());
-    else if (a == "--layer-filter") o.layer_filter = to_uint(a, val());
+    else if (a == "--fusion-mb") o.fusion_mb = parse_count(a, val());
+    else if (a == "--layer-filter") o.layer_filter = parse_count(a, val());
     else if (a == "--no-overlap") o.overlap = false;
     else if (a == "--transport") o.transport = comm::parse_transport(val());
-    else if (a == "--segment-kb") o.segment_kb = to_uint(a, val());
+    else if (a == "--segment-kb") o.segment_kb = parse_count(a, val());
     else if (a == "--window") o.window = to_uint32(a, val());
     else if (a == "--progress") {
       const std::string v = val();
       if (v != "thread" && v != "hooks") bad("--progress must be thread or hooks");
       o.progress_thread = v == "thread";
     } else if (a == "--poll-us") {
-      const auto v = to_uint(a, val());
+      const auto v = parse_count(a, val());
       if (v == 0 || v > 1000000) bad("--poll-us must be 1 to 1000000");
       o.poll_us = static_cast<unsigned>(v);
     }
-    else if (a == "--synthetic-backward-ms") o.synthetic_backward_ms = to_double(a, val());
-    else if (a == "--eval-every") o.eval_every = to_uint(a, val());
-    else if (a == "--target-accuracy") o.target_accuracy = to_double(a, val());
+    else if (a == "--synthetic-backward-ms") o.synthetic_backward_ms = parse_real(a, val());
+    else if (a == "--eval-every") o.eval_every = parse_count(a, val());
+    else if (a == "--target-accuracy") o.target_accuracy = parse_real(a, val());
     else if (a == "--trace") o.trace = val();
-    else if (a == "--flush-every") o.flush_every = to_uint(a, val());
+    else if (a == "--flush-every") o.flush_every = parse_count(a, val());
     else if (a == "--checkpoint") o.checkpoint = val();
-    else if (a == "--checkpoint-every") o.checkpoint_every = to_uint(a, val());
+    else if (a == "--checkpoint-every") o.checkpoint_every = parse_count(a, val());
     else if (a == "--resume") o.resume = true;
-    else if (a == "--hash-every") o.hash_every = to_uint(a, val());
-    else if (a == "--eval-limit") o.eval_limit = to_uint(a, val());
+    else if (a == "--hash-every") o.hash_every = parse_count(a, val());
+    else if (a == "--eval-limit") o.eval_limit = parse_count(a, val());
     else if (a == "--quiet") o.quiet = true;
     else if (a == "--label") o.label = val();
     else if (a == "--peer-timeout") {
-      o.peer_timeout = to_double(a, val());
+      o.peer_timeout = parse_real(a, val());
       if (!(o.peer_timeout >= 0)) bad("--peer-timeout must be >= 0 seconds (0 = no limit)");
     }
     else if (a == "-h" || a == "--help") throw std::invalid_argument("help");
     else bad("unknown option '" + a + "' (qsgd-train --help lists them)");
   }
-  if (o.model != "mlp" && o.model != "cnn" && o.model != "lstm") bad("--model must be mlp, cnn or lstm");
-  if (o.model == "lstm" && o.dataset == "fashion-mnist") o.dataset = "corpus";
-  if (o.dataset != "fashion-mnist" && o.dataset != "teacher" && o.dataset != "corpus")
-    bad("--dataset must be fashion-mnist, teacher or corpus");
-  if ((o.model == "lstm") != (o.dataset == "corpus")) bad("the corpus dataset goes with the lstm model only");
+  if (o.model == ModelKind::lstm && o.dataset == DatasetKind::fashion_mnist) o.dataset = DatasetKind::corpus;
+  if ((o.model == ModelKind::lstm) != (o.dataset == DatasetKind::corpus))
+    bad("the corpus dataset goes with the lstm model only");
   if (o.batch == 0) bad("--batch must be at least 1");
   if (o.epochs == 0) bad("--epochs must be at least 1");
   if (!(o.lr > 0)) bad("--lr must be positive");
-  if (o.lr_decay != "constant" && o.lr_decay != "cosine" && o.lr_decay != "step")
-    bad("--lr-decay must be constant, cosine or step");
   if (o.fusion_mb == 0) bad("--fusion-mb must be at least 1");
   // Both are used in bytes (<< 20, << 10): a value whose byte count does not
   // fit in 64 bits is refused, not wrapped.
@@ -207,7 +208,6 @@ Options parse_checked(int argc, char** argv) {
   if (o.segment_kb == 0 || o.window == 0) bad("--segment-kb and --window must be at least 1");
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
-  comm::parse_strategy(o.strategy);  // throws on unknown names
   o.codec = comm::effective_codec(o.exchange_config()).codec;  // the strategy's rule (exchange.hpp)
   if (is_quantized(o.codec) && !bits_given) o.naming = "4bit(paper,s=16)";
   if (!is_quantized(o.codec)) o.naming = to_string(o.codec);
@@ -222,7 +222,7 @@ Options parse_checked(int argc, char** argv) {
 
 comm::ExchangeConfig Options::exchange_config() const {
   comm::ExchangeConfig cfg;
-  cfg.strategy = comm::parse_strategy(strategy);
+  cfg.strategy = strategy;
   cfg.codec.codec = codec;
   cfg.codec.s = s;
   cfg.codec.d = d;
@@ -236,7 +236,7 @@ comm::ExchangeConfig Options::exchange_config() const {
 
 std::string Options::describe() const {
   std::ostringstream os;
-  os << model << " on " << dataset << ", " << strategy << " / " << to_string(codec);
+  os << to_string(model) << " on " << to_string(dataset) << ", " << comm::to_string(strategy) << " / " << to_string(codec);
   if (is_quantized(codec)) os << " " << naming << " d=" << d << " " << to_string(norm);
   os << ", batch " << batch << "/rank";
   return os.str();
@@ -248,9 +248,9 @@ std::string Options::describe() const {
 // must not print alike. Keys stay in this order (ordered_json).
 std::string Options::to_json() const {
   nlohmann::ordered_json j;
-  j["model"] = model;
+  j["model"] = to_string(model);
   j["mlp_widths"] = mlp_widths;
-  j["dataset"] = dataset;
+  j["dataset"] = to_string(dataset);
   j["data_dir"] = data_dir;
   j["teacher_samples"] = teacher_samples;
   j["lstm_hidden"] = lstm_hidden;
@@ -262,9 +262,9 @@ std::string Options::to_json() const {
   j["momentum"] = momentum;
   j["weight_decay"] = weight_decay;
   j["warmup"] = warmup;
-  j["lr_decay"] = lr_decay;
+  j["lr_decay"] = to_string(lr_decay);
   j["seed"] = seed;
-  j["strategy"] = strategy;
+  j["strategy"] = comm::to_string(strategy);
   j["codec"] = to_string(codec);
   j["s"] = s;
   j["d"] = d;

@@ -57,15 +57,15 @@ struct Data {
 
 Data load_data(const Options& o) {
   Data d;
-  if (o.dataset == "fashion-mnist") {
+  if (o.dataset == DatasetKind::fashion_mnist) {
     const std::string dir = o.data_dir.empty() ? qm::default_fashion_mnist_dir() : o.data_dir;
     d.train = qm::load_fashion_mnist(dir, qm::Split::train);
     d.test = qm::load_fashion_mnist(dir, qm::Split::test);
-  } else if (o.dataset == "teacher") {
+  } else if (o.dataset == DatasetKind::teacher) {
     qm::TeacherConfig tc;
     tc.samples = o.teacher_samples;
-    tc.features = o.model == "mlp" ? o.mlp_widths.front() : 784;
-    tc.classes = o.model == "mlp" ? o.mlp_widths.back() : 10;
+    tc.features = o.model == ModelKind::mlp ? o.mlp_widths.front() : 784;
+    tc.classes = o.model == ModelKind::mlp ? o.mlp_widths.back() : 10;
     tc.data_seed = 2;
     d.train = qm::make_teacher_dataset(tc);
     tc.samples = std::max<std::size_t>(tc.samples / 4, 1);
@@ -81,7 +81,7 @@ Data load_data(const Options& o) {
 }
 
 std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d) {
-  if (o.model == "mlp") {
+  if (o.model == ModelKind::mlp) {
     qm::MlpConfig c;
     c.widths = o.mlp_widths;
     if (!d.tokens && c.widths.front() != d.train.features)
@@ -89,7 +89,7 @@ std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d) {
                                   std::to_string(d.train.features) + " features");
     return std::make_unique<qm::Mlp>(c, o.seed);
   }
-  if (o.model == "cnn") return std::make_unique<qm::Cnn>(qm::CnnConfig{}, o.seed);
+  if (o.model == ModelKind::cnn) return std::make_unique<qm::Cnn>(qm::CnnConfig{}, o.seed);
   qm::CharLstmConfig c;
   c.vocab = d.train_tok.vocab;
   c.hidden = o.lstm_hidden;
@@ -149,7 +149,7 @@ qm::SgdConfig sgd_config(const Options& o, std::size_t total_steps) {
   qm::SgdConfig sc;
   sc.lr.base_lr = o.lr;
   sc.lr.warmup_steps = o.warmup;
-  sc.lr.decay = o.lr_decay == "cosine" ? qm::LrDecay::cosine : o.lr_decay == "step" ? qm::LrDecay::step : qm::LrDecay::constant;
+  sc.lr.decay = o.lr_decay;
   sc.lr.total_steps = total_steps;
   sc.lr.step_size = std::max<std::size_t>(total_steps / 3, 1);
   sc.momentum = o.momentum;

@@ -9,14 +9,28 @@
 
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/kernels/config.hpp"
+#include "qsgd/models/sgd.hpp"
 
 namespace qsgd::train {
 
+enum class ModelKind { mlp, cnn, lstm };
+enum class DatasetKind { fashion_mnist, teacher, corpus };
+
+// Names as the command line and the trace's configuration write them
+// ("mlp", "fashion-mnist", "cosine"); parse_* throw std::invalid_argument
+// naming the option and the accepted names.
+std::string to_string(ModelKind m);
+std::string to_string(DatasetKind d);
+std::string to_string(models::LrDecay d);
+ModelKind parse_model(const std::string& name);
+DatasetKind parse_dataset(const std::string& name);
+models::LrDecay parse_lr_decay(const std::string& name);
+
 struct Options {
   // Model and data.
-  std::string model = "mlp";          // mlp | cnn | lstm
+  ModelKind model = ModelKind::mlp;
   std::vector<std::size_t> mlp_widths{784, 4096, 4096, 10};
-  std::string dataset = "fashion-mnist";  // fashion-mnist | teacher | corpus (lstm)
+  DatasetKind dataset = DatasetKind::fashion_mnist;  // corpus goes with lstm only
   std::string data_dir;               // default: the Debian package's directory
   std::size_t teacher_samples = 8192;
   std::size_t lstm_hidden = 128, lstm_seq = 64;
@@ -26,10 +40,10 @@ struct Options {
   std::size_t max_steps = 0;          // per epoch; 0 = the whole shard
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
   std::size_t warmup = 0;
-  std::string lr_decay = "constant";  // constant | cosine | step
+  models::LrDecay lr_decay = models::LrDecay::constant;
   std::uint64_t seed = 1;
   // Exchange.
-  std::string strategy = "allreduce";
+  comm::StrategyKind strategy = comm::StrategyKind::allreduce;
   CodecKind codec = CodecKind::fp32;
   std::uint32_t s = 16, d = 512;
   Norm norm = Norm::max;
@@ -66,7 +80,9 @@ struct Options {
   std::string to_json() const;        // the full configuration
 };
 
-// Throws std::invalid_argument with a message naming the option.
+// Parses every option once into the types above. Throws
+// std::invalid_argument (qsgd::support::UsageError) with a message naming the
+// option.
 Options parse(int argc, char** argv);
 std::string usage();
 
