@@ -155,18 +155,7 @@ class Allgather final : public ExchangeBase<E> {
       return true;
     }
     if (op.phase == sizes_in) {
-      const std::uint64_t maxw = this->max_words(op.n);
-      std::uint64_t total = 0, wire = 0;
-      for (int r = 0; r < K; ++r) {
-        const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
-        this->check_meta(op, r, m, maxw);
-        op.counts[r] = static_cast<int>(m[0]);
-        op.displs[r] = this->as_count(total, "allgather");
-        total += m[0];
-        if (r != me) wire += m[0] * 8 + meta_words * 8;
-      }
-      this->as_count(total, "allgather");
-      op.stats.wire_bytes = wire;
+      op.stats.wire_bytes = this->layout_from_meta(op, me, this->max_words(op.n), "allgather");
       this->post_allgatherv(op, op.send, op.counts[me], op.recv, op.counts, op.displs);
       op.phase = messages_in;
       return false;

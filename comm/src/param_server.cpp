@@ -85,18 +85,7 @@ class ParamServer final : public ExchangeBase<E> {
     const int K = this->ranks(), S = this->cfg_.server;
     switch (op.phase) {
       case server_sizes_in: {  // server: metadata in, post the message gather
-        const std::uint64_t maxw = this->max_words(op.n);
-        std::uint64_t total = 0, wire = 0;
-        for (int r = 0; r < K; ++r) {
-          const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
-          this->check_meta(op, r, m, maxw);
-          op.counts[r] = static_cast<int>(m[0]);
-          op.displs[r] = this->as_count(total, "param_server");
-          total += m[0];
-          if (r != S) wire += m[0] * 8 + meta_words * 8;
-        }
-        this->as_count(total, "param_server");
-        op.stats.wire_bytes = wire;
+        op.stats.wire_bytes = this->layout_from_meta(op, S, this->max_words(op.n), "param_server");
         this->post_gatherv(op, op.send, op.counts[S], op.recv, op.counts, op.displs, S);
         op.phase = server_messages_in;
         return false;

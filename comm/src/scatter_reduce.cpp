@@ -194,16 +194,7 @@ class ScatterReduce final : public ExchangeBase<E> {
         finish_ring(op);
         return true;
       case sizes_in: {  // chunk sizes in: post the alltoallv
-        const std::uint64_t maxw = this->max_words(chunk_len(op, me));
-        std::uint64_t total = 0;
-        for (int r = 0; r < K; ++r) {
-          const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
-          this->check_meta(op, r, m, maxw);
-          op.counts[r] = static_cast<int>(m[0]);
-          op.displs[r] = this->as_count(total, "scatter_reduce");
-          total += m[0];
-          if (r != me) op.stats.wire_bytes += m[0] * 8 + meta_words * 8;
-        }
+        op.stats.wire_bytes += this->layout_from_meta(op, me, this->max_words(chunk_len(op, me)), "scatter_reduce");
         this->post_alltoallv(op, op.send, op.scounts, op.sdispls, op.recv, op.counts, op.displs);
         op.phase = chunks_in;
         return false;

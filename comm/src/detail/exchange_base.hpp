@@ -481,6 +481,25 @@ class ExchangeBase : public Exchange<ExecSpace> {
     m[3] = op.step;
   }
 
+  // After the metadata gather (op.meta_recv, meta_words per rank): checks
+  // every rank's metadata (messages of at most max_w words) and lays their
+  // messages out for the message exchange, op.counts[r] words at
+  // op.displs[r]. Returns the bytes that come from ranks other than `self`
+  // (their messages and metadata).
+  std::uint64_t layout_from_meta(OpT& op, int self, std::uint64_t max_w, const char* owner) {
+    std::uint64_t total = 0, wire = 0;
+    for (int r = 0; r < ranks(); ++r) {
+      const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
+      check_meta(op, r, m, max_w);
+      op.counts[r] = static_cast<int>(m[0]);
+      op.displs[r] = as_count(total, owner);
+      total += m[0];
+      if (r != self) wire += m[0] * 8 + meta_words * 8;
+    }
+    as_count(total, owner);
+    return wire;
+  }
+
   // Checks a peer's metadata: same operation, a size the receiver can hold.
   void check_meta(OpT& op, int source, const std::uint64_t* m, std::uint64_t max_w) {
     if (m[1] != op.n || m[2] != op.tensor || m[3] != op.step) {
