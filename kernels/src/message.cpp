@@ -171,13 +171,7 @@ std::uint32_t message_checksum_host(const void* data, std::size_t total_bytes) {
   const std::size_t nblocks = checksum_blocks(total_bytes);
   for (std::size_t b = 0; b < nblocks; ++b) {
     std::size_t begin, len;
-    if (b == 0) {
-      begin = 0;
-      len = checksum_offset;
-    } else {
-      begin = header_bytes + (b - 1) * checksum_block_bytes;
-      len = std::min(checksum_block_bytes, total_bytes - begin);
-    }
+    checksum_block_range(b, total_bytes, begin, len);
     const std::uint32_t v = detail::crc32c_bytes_host(p + begin, len);
     const unsigned char le[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
                                  static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};

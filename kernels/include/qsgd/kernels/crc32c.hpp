@@ -57,6 +57,20 @@ inline std::size_t checksum_blocks(std::size_t total_bytes) {
   return 1 + (total_bytes > header_bytes ? (total_bytes - header_bytes + checksum_block_bytes - 1) / checksum_block_bytes : 0);
 }
 
+// Bytes [begin, begin + len) of checksum block b: block 0 is the header up
+// to its checksum field, then the rest of the message in blocks of
+// checksum_block_bytes (the last one shorter).
+KOKKOS_INLINE_FUNCTION void checksum_block_range(std::size_t b, std::size_t total_bytes, std::size_t& begin,
+                                                 std::size_t& len) {
+  if (b == 0) {
+    begin = 0;
+    len = checksum_offset;
+  } else {
+    begin = header_bytes + (b - 1) * checksum_block_bytes;
+    len = total_bytes - begin < checksum_block_bytes ? total_bytes - begin : checksum_block_bytes;
+  }
+}
+
 template <class ExecSpace, class WordView, class ScratchView, class TableView>
 std::uint32_t message_checksum(const ExecSpace& exec, const WordView& words, std::size_t total_bytes,
                                const ScratchView& block_crcs, const TableView& table) {
@@ -66,13 +80,7 @@ std::uint32_t message_checksum(const ExecSpace& exec, const WordView& words, std
       KOKKOS_LAMBDA(std::size_t b) {
         const unsigned char* base = reinterpret_cast<const unsigned char*>(words.data());
         std::size_t begin, len;
-        if (b == 0) {
-          begin = 0;
-          len = checksum_offset;
-        } else {
-          begin = header_bytes + (b - 1) * checksum_block_bytes;
-          len = total_bytes - begin < checksum_block_bytes ? total_bytes - begin : checksum_block_bytes;
-        }
+        checksum_block_range(b, total_bytes, begin, len);
         block_crcs(b) = ~detail::crc32c_update(0xFFFFFFFFu, base + begin, len, table);
       });
   std::uint32_t result = 0;
