@@ -1,21 +1,18 @@
 #pragma once
-// Provenance that needs MPI (programs that link it): the library's name.
-
-#include <mpi.h>
+// Provenance that needs MPI (programs that link qsgd::comm): the library's
+// name, the short form of Communicator::mpi_library_version().
 
 #include <string>
 
+#include "qsgd/comm/communicator.hpp"
+
 namespace qsgd::bench {
 
-// The first line of MPI_Get_library_version up to a comma ("Open MPI
-// v4.1.4"), or "unknown" when the call fails.
+// The MPI library's version string up to its first comma or line end
+// ("Open MPI v4.1.4"), or "unknown".
 inline std::string mpi_library() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown";
-  std::string s(buf, static_cast<std::size_t>(len));
-  const auto nl = s.find_first_of("\n,");
-  return nl == std::string::npos ? s : s.substr(0, nl);
+  const std::string s = comm::Communicator::mpi_library_version();
+  return s.substr(0, s.find_first_of("\n,"));
 }
 
 }  // namespace qsgd::bench

@@ -2,7 +2,7 @@
 // The summary statistics the suite's benchmarks report, defined once:
 //   median      the middle sample (the mean of the two middle ones for an
 //               even count);
-//   minimum     the smallest sample;
+//   minimum     the smallest sample (maximum: the largest);
 //   percentile  nearest rank: the smallest sample with at least a fraction p
 //               of the samples at or below it (p99 of 10 samples is the
 //               largest; of 200, the 198th smallest).
@@ -30,6 +30,11 @@ inline double median_of(std::vector<double> x) {
 inline double minimum_of(const std::vector<double>& x) {
   require_samples(x);
   return *std::min_element(x.begin(), x.end());
+}
+
+inline double maximum_of(const std::vector<double>& x) {
+  require_samples(x);
+  return *std::max_element(x.begin(), x.end());
 }
 
 inline double percentile(std::vector<double> x, double p) {

@@ -21,6 +21,8 @@ import datetime
 import os
 import socket
 
+import qsgd_report  # noqa: E402  (this directory is on sys.path: see above)
+
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch (or numpy) loads BLAS
 
 import torch  # noqa: E402  (after the BLAS default)
@@ -75,21 +77,12 @@ def peer_version():
     return "torch " + torch.__version__
 
 
-def utc_now():
-    """The current UTC time, ISO 8601 to the second."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+utc_now = qsgd_report.utc_now
 
 
 def cpu_flags():
     """The first 'flags' line of /proc/cpuinfo ("" when unreadable)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return qsgd_report.cpu_model_and_flags()[1]
 
 
 def openblas_threads():

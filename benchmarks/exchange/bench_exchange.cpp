@@ -254,18 +254,21 @@ struct Row {
 using qsgd::bench::median_of;
 using qsgd::bench::percentile;
 
-std::vector<double> max_over_ranks(std::vector<double> x) {
-  MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(x.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+// Statistics over the ranks, through the Communicator's watched collectives.
+const qsgd::comm::MpiSite stats_site{"statistics allreduce", "qsgd-bench-exchange"};
+
+std::vector<double> max_over_ranks(const qsgd::comm::Communicator& comm, std::vector<double> x) {
+  comm.allreduce_max(x.data(), static_cast<int>(x.size()), stats_site);
   return x;
 }
 
-double sum_over_ranks(double x) {
-  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+double max_over_ranks(const qsgd::comm::Communicator& comm, double x) {
+  comm.allreduce_max(&x, 1, stats_site);
   return x;
 }
 
-double max_over_ranks(double x) {
-  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+double sum_over_ranks(const qsgd::comm::Communicator& comm, double x) {
+  comm.allreduce_sum(&x, 1, stats_site);
   return x;
 }
 
@@ -277,12 +280,13 @@ double ring_ceiling(const qsgd::comm::Communicator& comm, std::uint64_t bytes) {
   std::vector<char> a(bytes, 1), b(bytes);
   std::vector<double> t;
   for (int i = 0; i < 6; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm.check(MPI_Barrier(comm.mpi()), "MPI_Barrier", {"link ceiling barrier", "qsgd-bench-exchange"});
     const auto t0 = std::chrono::steady_clock::now();
-    MPI_Sendrecv(a.data(), static_cast<int>(bytes), MPI_BYTE, (r + 1) % K, 7, b.data(), static_cast<int>(bytes),
-                 MPI_BYTE, (r + K - 1) % K, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    comm.check(MPI_Sendrecv(a.data(), static_cast<int>(bytes), MPI_BYTE, (r + 1) % K, 7, b.data(),
+                            static_cast<int>(bytes), MPI_BYTE, (r + K - 1) % K, 7, comm.mpi(), MPI_STATUS_IGNORE),
+               "MPI_Sendrecv", {"link ceiling", "qsgd-bench-exchange"});
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) t.push_back(max_over_ranks(dt));
+    if (i > 0) t.push_back(max_over_ranks(comm, dt));
   }
   return static_cast<double>(bytes) / median_of(t) / 1e9;
 }
@@ -293,17 +297,11 @@ using qsgd::bench::utc_now;
 
 using qsgd::bench::mpi_library;
 
-std::vector<std::string> host_names(int ranks) {
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int len = 0;
-  MPI_Get_processor_name(name, &len);
-  std::vector<char> all(static_cast<std::size_t>(ranks) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+// The distinct host names of the ranks, in rank order of first appearance.
+std::vector<std::string> distinct_hosts(const qsgd::comm::Communicator& comm) {
   std::vector<std::string> out;
-  for (int r = 0; r < ranks; ++r) {
-    std::string h(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+  for (const std::string& h : comm.host_names())  // collective
     if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
-  }
   return out;
 }
 
@@ -325,7 +323,7 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   double wire = 0, enc_bytes = 0, req_bytes = 0;
   bool fused = false;
   for (int i = 0; i < T; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm.check(MPI_Barrier(comm.mpi()), "MPI_Barrier", {"iteration barrier", "qsgd-bench-exchange"});
     const auto t0 = std::chrono::steady_clock::now();
     ex->average(in, out, 0, static_cast<std::uint64_t>(o.warmup + i));
     Kokkos::fence();
@@ -345,26 +343,26 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   Row row;
   row.v = v;
   row.n = n;
-  row.samples = max_over_ranks(t);
+  row.samples = max_over_ranks(comm, t);
   row.median = median_of(row.samples);
   row.min = qsgd::bench::minimum_of(row.samples);
   row.p99 = percentile(row.samples, 0.99);
-  row.quantize = median_of(max_over_ranks(q));
-  row.encode = median_of(max_over_ranks(e));
-  row.requantize = median_of(max_over_ranks(rq));
-  row.comm = median_of(max_over_ranks(c));
-  row.blocked = median_of(max_over_ranks(b));
-  row.decode = median_of(max_over_ranks(d));
+  row.quantize = median_of(max_over_ranks(comm, q));
+  row.encode = median_of(max_over_ranks(comm, e));
+  row.requantize = median_of(max_over_ranks(comm, rq));
+  row.comm = median_of(max_over_ranks(comm, c));
+  row.blocked = median_of(max_over_ranks(comm, b));
+  row.decode = median_of(max_over_ranks(comm, d));
   row.fused = fused;
-  row.wire_bytes = max_over_ranks(wire / T);
+  row.wire_bytes = max_over_ranks(comm, wire / T);
   const double K = comm.size();
-  row.bits_per_dim = n ? 8.0 * sum_over_ranks(enc_bytes / T) / K / static_cast<double>(n) : 0;
+  row.bits_per_dim = n ? 8.0 * sum_over_ranks(comm, enc_bytes / T) / K / static_cast<double>(n) : 0;
   // Requantized messages: one per rank for scatter-reduce, the server's for param-server.
-  const double req = sum_over_ranks(req_bytes / T);
+  const double req = sum_over_ranks(comm, req_bytes / T);
   row.requant_bits_per_dim = n ? 8.0 * req / static_cast<double>(n) : 0;
   if (o.check) {
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
-    const auto hashes = comm.allgather(qsgd::comm::fnv1a(h.data(), n * sizeof(float), n));
+    const auto hashes = comm.allgather(qsgd::comm::float_fingerprint(h.data(), n));
     row.identical = std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t x) { return x == hashes[0]; });
     double err = 0, ref = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
@@ -480,13 +478,11 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
 int run(const Options& o) {
   int status = 0;
   const auto comm = qsgd::comm::Communicator::world();
-  // The Communicator set MPI_ERRORS_RETURN on the world communicator. This
-  // program's own calls on it (timing reductions, the link ceiling, the
-  // error check) are not checked one by one, so MPI's fatal handler goes
-  // back on: a failure there still ends the job. The exchanges run on
-  // their own duplicates (OwnedComm), which keep MPI_ERRORS_RETURN and the
-  // suite's checks and watched waits.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  // Every MPI call of this program is checked (a failure ends the job with
+  // one line naming it, exit code 7): reductions and gathers through the
+  // Communicator's watched collectives; the barrier before each timed
+  // iteration and the link ceiling's MPI_Sendrecv stay blocking calls, so
+  // that no polling loop enters what is timed.
   const int K = comm.size(), me = comm.rank();
   const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
   const double ceiling = ring_ceiling(comm, ceiling_bytes);
@@ -507,7 +503,7 @@ int run(const Options& o) {
     if (o.check) {  // exact average in double, outside every timed region
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in);
       avg.assign(h.data(), h.data() + n);
-      MPI_Allreduce(MPI_IN_PLACE, avg.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      comm.allreduce_sum(avg.data(), static_cast<int>(n), {"reference average allreduce", "qsgd-bench-exchange"});
       for (double& x : avg) x /= K;
     }
     double base = 0;  // the fastest fp32 allreduce of this size
@@ -520,7 +516,7 @@ int run(const Options& o) {
       rows.push_back(r);
     }
   }
-  const auto hosts = host_names(K);  // collective
+  const auto hosts = distinct_hosts(comm);  // collective
   if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes);
   if (me == 0 && status) std::fprintf(stderr, "qsgd-bench-exchange: some rows differ across ranks\n");
   return status;

@@ -65,6 +65,7 @@
 #include "cli.hpp"
 #include "inputs.hpp"
 #include "provenance.hpp"
+#include "stats.hpp"
 #include "qsgd/kernels.hpp"
 
 namespace {
@@ -107,13 +108,6 @@ const std::vector<qsgd::CodecKind>& all_codecs() {
 
 qsgd::RngKey key_of(std::uint64_t step) { return qsgd::RngKey{1, step, 0, 0}; }
 
-double median(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  const std::size_t m = x.size() / 2;
-  return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
-}
-double stat_min(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::min_element(x.begin(), x.end()); }
-double stat_max(const std::vector<double>& x) { return x.empty() ? 0.0 : *std::max_element(x.begin(), x.end()); }
 
 // State shared by all benchmarks of a run. Owns every View, so it must die
 // before Kokkos::finalize (it lives inside main's ScopeGuard scope).
@@ -197,7 +191,7 @@ class Suite {
     std::vector<double> rates;
     for (const auto& c : it->second)
       if (c.iterations == most) rates.push_back(c.rate);
-    return median(rates);
+    return qsgd::bench::median_of(rates);
   }
 
   struct CeilingRun {
@@ -322,8 +316,8 @@ void add(const std::string& name, std::int64_t n, Fn fn, Args... args) {
       ->Arg(n)
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond)
-      ->ComputeStatistics("min", stat_min)
-      ->ComputeStatistics("max", stat_max);
+      ->ComputeStatistics("min", qsgd::bench::minimum_of)
+      ->ComputeStatistics("max", qsgd::bench::maximum_of);
 }
 
 void register_all(Suite* suite) {

@@ -41,23 +41,22 @@ if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
 "${pin[@]}" "$exe" --benchmark_filter='/16777216/' --benchmark_repetitions=5 \
   --benchmark_out="$out_json" --benchmark_out_format=json "$@" >&2
 
-"$python" - "$out_json" <<'EOF'
+common="$(cd "$(dirname "$0")/../common" && pwd)"
+"$python" - "$out_json" "$common" <<'EOF'
 import json, sys
+sys.path.insert(0, sys.argv[2])
+from qsgd_report import kernel_medians
 
 targets = {"encode/fixed": 0.60, "decode_accumulate/fixed": 0.60, "checksum/crc32c": 0.80,
            "encode/elias-dense": 0.15, "decode_accumulate/elias-dense": 0.10,
            "encode/rans": 0.10, "decode_accumulate/rans": 0.15}
 doc = json.load(open(sys.argv[1]))
-rows = []
-# Medians; with a single repetition there are no aggregates: take the run itself.
-single = all(b.get("repetitions", 1) == 1 for b in doc["benchmarks"])
 for b in doc["benchmarks"]:
     if b.get("error_occurred"):
         sys.exit("run_targets.sh: error: %s failed: %s" % (b["name"], b.get("error_message", "")))
-    if not (single or (b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median")):
-        continue
-    name = b["run_name"].split("/16777216")[0]
-    rows.append((name, b["bytes_per_second"] / 1e9, b.get("frac_of_memcpy"), b.get("bits_per_dim")))
+# Medians; with a single repetition there are no aggregates: the run itself.
+rows = [(name, b["bytes_per_second"] / 1e9, b.get("frac_of_memcpy"), b.get("bits_per_dim"))
+        for name, b in kernel_medians(doc).items()]
 if not rows:
     sys.exit("run_targets.sh: error: no median rows in %s" % sys.argv[1])
 

@@ -15,8 +15,6 @@
 
 #include <sched.h>
 
-#include "qsgd_git_hash.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <new>
@@ -38,9 +36,10 @@
 #include "dates.hpp"
 #include "cli.hpp"
 #include "json.hpp"
+#include "provenance.hpp"
 #include "stats.hpp"
 #include "qsgd/models/sgd.hpp"
-#include "qsgd/kernels/counter_rng.hpp"
+#include "qsgd/models/detail/host_rng.hpp"
 
 namespace m = qsgd::models;
 
@@ -165,9 +164,7 @@ m::Batch make_batch(const Options& opt) {
   std::mt19937_64 g(opt.seed);
   for (std::size_t i = 0; i < opt.batch; ++i) {
     for (std::size_t k = 0; k < d; ++k) {
-      const double u1 = 1.0 - static_cast<double>(g() >> 11) * 0x1.0p-53;
-      const double u2 = static_cast<double>(g() >> 11) * 0x1.0p-53;
-      xh(i, k) = static_cast<float>(qsgd::box_muller(u1, u2));
+      xh(i, k) = static_cast<float>(m::detail::normal01(g));
     }
     yh(i) = static_cast<int>(g() % classes);
   }
@@ -253,13 +250,11 @@ std::string report_json(const Options& opt, const m::Mlp& model, const StepTimes
   const Summary ss = summarize(t.step);
   qsgd::bench::Json j;
   j.begin_object().field("schema_version", 1).field("benchmark", "mlp_step").field("implementation", "qsgd::models");
-  j.key("context")
-      .begin_object()
-      .field("git_hash", qsgd::bench::build::git_hash)
-      .field("build_type", QSGD_BUILD_TYPE)
-      .field("kokkos_version", KOKKOS_VERSION)
-      .field("kokkos_backend", m::ExecSpace::name())
-      .field("blas", blas_library())
+  // The suite's provenance block (build, compiler and flags, Kokkos, CPU),
+  // then what only this benchmark records.
+  j.key("context").begin_object();
+  for (const auto& [key, value] : qsgd::bench::provenance()) j.field(key, value);
+  j.field("blas", blas_library())
       .field("OPENBLAS_NUM_THREADS", obt ? obt : "")
       .field("host", host)
       .field("affinity", affinity_cores())

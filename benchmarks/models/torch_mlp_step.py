@@ -12,16 +12,17 @@ Debian's python3-torch imports only under /usr/bin/python3 and uses the
 system BLAS (libblas.so.3; must be OpenBLAS, see the 'blas' field).
 """
 import argparse
-import datetime
 import json
 import os
 import platform
 import socket
-import statistics
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "common"))
+import qsgd_report  # noqa: E402  (benchmarks/common)
 
 
 def blas_library():
@@ -35,11 +36,6 @@ def blas_library():
     except OSError:
         pass
     return "unknown"
-
-
-def percentile(sorted_samples, q):
-    idx = min(len(sorted_samples) - 1, max(0, int(round(q * (len(sorted_samples) - 1)))))
-    return sorted_samples[idx]
 
 
 def main():
@@ -99,7 +95,7 @@ def main():
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
             "host": socket.gethostname(),
             "affinity": sorted(os.sched_getaffinity(0)),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "date": qsgd_report.utc_now(),
         },
         "config": {
             "widths": widths, "batch": args.batch, "parameters": nparams,
@@ -108,7 +104,7 @@ def main():
             "step": "zero_grad(set_to_none) + forward + cross-entropy + backward + SGD update",
         },
         "final_loss": float(loss),
-        "step_seconds": {"median": statistics.median(s), "min": s[0], "p99": percentile(s, 0.99)},
+        "step_seconds": {"median": qsgd_report.median(s), "min": s[0], "p99": qsgd_report.percentile(s, 0.99)},
         "samples": samples,
     }
     text = json.dumps(out, indent=2)

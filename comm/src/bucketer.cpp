@@ -132,6 +132,13 @@ void Bucketer<E>::plan() {
   };
   const std::uint64_t align_c = align_of(compressed_), align_d = align_of(dense_);
   const std::uint64_t cap = cfg_.fusion_bytes / sizeof(float);
+  // Tensors in registration (backward) order. Two buckets are open at a
+  // time, one per kind (dense for tensors under the layer filter, compressed
+  // for the rest), so a small tensor between two large ones does not split
+  // their bucket. A tensor joins the open bucket of its kind unless that
+  // bucket already holds something and the tensor's padded length would take
+  // it past the fusion cap: then it opens a new one. So a tensor larger than
+  // the cap gets a bucket of its own, and a bucket is never empty.
   int open_c = -1, open_d = -1;
   bucket_of_.assign(sizes_.size(), 0);
   index_in_bucket_.assign(sizes_.size(), 0);

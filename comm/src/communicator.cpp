@@ -2,6 +2,8 @@
 
 #include "qsgd/comm/communicator.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -187,6 +189,26 @@ void Communicator::gather_bytes(const void* mine, int bytes, void* all, int root
   collective("MPI_Igather", site, [&](MPI_Request* r) {
     return MPI_Igather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, root, comm_, r);
   });
+}
+
+std::vector<std::string> Communicator::host_names(const MpiSite& site) const {
+  constexpr int width = 256;
+  char name[width] = {};
+  if (gethostname(name, width - 1) != 0) std::snprintf(name, width, "unknown");
+  std::vector<char> all(static_cast<std::size_t>(width) * static_cast<std::size_t>(size_));
+  allgather_bytes(name, width, all.data(), site);
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.emplace_back(&all[static_cast<std::size_t>(width) * static_cast<std::size_t>(r)]);
+  return out;
+}
+
+std::string Communicator::mpi_library_version() {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) return "unknown";
+  std::string s(v, static_cast<std::size_t>(len));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
 }
 
 void Communicator::abort(int code, const std::string& what, bool collective) const {

@@ -31,7 +31,7 @@ for p in "${progs[@]}"; do
     cp -L "$path" "$out/lib/$name"
   done < <(ldd "$build/$p" | awk '/=>/ {print $1, $2, $3}')
 done
-cp "$root/profiles/gpu/run.sh" "$root/profiles/gpu/summarize.py" "$out/"
+cp "$root/profiles/gpu/run.sh" "$root/profiles/gpu/summarize.py" "$root/benchmarks/common/qsgd_report.py" "$out/"
 git -C "$root" rev-parse --short=12 HEAD > "$out/GIT_HASH" 2>/dev/null || echo unknown > "$out/GIT_HASH"
 echo "package: $(du -sh "$out" | cut -f1) in $out:"
 ls "$out/bin" "$out/lib"

@@ -2,7 +2,14 @@
 """Median GB/s of fp32 input and fraction of the same-run copy ceiling for
 the GPU targets, from a qsgd-bench-kernels JSON file (Google Benchmark)."""
 import json
+import os
 import sys
+
+# qsgd_report.py: beside this file in a package (package.sh copies it), else
+# in the source tree's benchmarks/common.
+_here = os.path.dirname(os.path.realpath(__file__))
+sys.path[:0] = [_here, os.path.join(os.path.dirname(os.path.dirname(_here)), "benchmarks", "common")]
+from qsgd_report import kernel_medians  # noqa: E402
 
 TARGETS = [("encode/fixed", "quantize + fixed-width encode", 0.6),
            ("encode/elias-dense", "quantize + Elias dense encode", 0.2),
@@ -14,13 +21,7 @@ def main(path):
     global N
     doc = json.load(open(path))
     N = "2^26" if any("/67108864/" in b["run_name"] for b in doc["benchmarks"]) else "?"
-    med = {}
-    for b in doc["benchmarks"]:
-        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
-            continue
-        name = b["run_name"].split("/67108864")[0].split("/16777216")[0]
-        if b.get("run_type") == "aggregate" or name not in med:
-            med[name] = b
+    med = kernel_medians(doc)
     ceiling = next((b for n, b in med.items() if n.startswith("memcpy/kokkos")), None)
     ctx = doc["context"]
     print("device: %s  git %s  n = %s, s = %s, d = %s, norm = %s" % (

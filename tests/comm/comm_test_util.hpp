@@ -89,7 +89,7 @@ inline std::vector<float> rank_order_average(std::uint64_t seed, int ranks, std:
 }
 
 inline std::uint64_t bits_hash(const std::vector<float>& v) {
-  return qsgd::comm::fnv1a(v.data(), v.size() * sizeof(float), v.size());
+  return qsgd::comm::float_fingerprint(v.data(), v.size());
 }
 
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

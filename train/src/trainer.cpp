@@ -1,6 +1,8 @@
 // qsgd::train::Trainer; see qsgd/train/trainer.hpp.
 #include "qsgd/train/trainer.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <mpi.h>
 #include <unistd.h>
 
@@ -45,7 +47,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // One of the trainer's MPI operations, as MPI errors and the watchdog name it:
 // "<what> of qsgd-train at step S".
 qc::MpiSite at(const char* what, std::uint64_t step) { return {what, "qsgd-train", static_cast<std::int64_t>(step)}; }
-qc::MpiSite at(const char* what) { return {what, "qsgd-train"}; }
 
 struct Data {
   qm::LabeledDataset train, test;
@@ -99,28 +100,9 @@ std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d) {
 
 std::uint64_t params_hash(const qm::Model& m) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m.params());
-  return qc::fnv1a(h.data(), h.extent(0) * sizeof(float));
+  return qc::float_fingerprint(h.data(), h.extent(0));
 }
 
-
-std::string mpi_library_version(const qc::Communicator& comm) {
-  char v[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  comm.check(MPI_Get_library_version(v, &len), "MPI_Get_library_version", at("provenance"));
-  std::string s(v, static_cast<std::size_t>(len));
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-std::string host_names(const qc::Communicator& comm) {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  std::vector<char> all(256 * static_cast<std::size_t>(comm.size()));
-  comm.allgather_bytes(name, 256, all.data(), at("host name allgather"));
-  std::string out = "[";
-  for (int r = 0; r < comm.size(); ++r) out += std::string(r ? "," : "") + "\"" + std::string(&all[256 * r]) + "\"";
-  return out + "]";
-}
 
 // Test-set loss and accuracy: each rank evaluates its shard, sums are reduced.
 std::pair<double, double> evaluate(qm::Model& model, const Data& data, const qc::Communicator& comm,
@@ -265,13 +247,13 @@ struct Trainer::Impl {
   }
 
   void open_trace(const std::map<std::string, std::string>& provenance) {
-    const std::string hosts = host_names(comm);  // collective: every rank takes part
+    const std::string hosts = nlohmann::json(comm.host_names()).dump();  // collective: every rank takes part
     if (o.trace.empty() || rank != 0) return;
     trace::Attributes a;
     for (const auto& [k, v] : provenance) a[k] = v;
     a["config"] = cfg_json;
     a["describe"] = o.describe();
-    a["mpi_version"] = mpi_library_version(comm);
+    a["mpi_version"] = qc::Communicator::mpi_library_version();
     a["hdf5_version"] = trace::hdf5_version();
     a["hosts"] = hosts;
     a["model_parameters"] = std::to_string(P);

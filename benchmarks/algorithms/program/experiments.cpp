@@ -6,6 +6,8 @@
 #include <memory>
 #include <qsgd/algorithms.hpp>
 
+#include "stats.hpp"
+
 namespace qsgd::algorithms::program {
 
 namespace {
@@ -29,13 +31,6 @@ void write_curve(Json& j, const Curve& t) {
   if (has_loss) j.field("loss", loss);
   if (has_gn) j.field("grad_norm2", gn);
   j.end_object();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
 }
 
 double as_double(std::uint64_t it) { return it == never ? INFINITY : static_cast<double>(it); }
@@ -148,7 +143,7 @@ std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, 
     write_curve(j, r.curve);
     j.end_object();
   }
-  const double med = median(its);
+  const double med = qsgd::bench::median_of(its);
   if (!w.quantized()) fp32_median = med;
   const double ratio = med / fp32_median;
   const double bpc = static_cast<double>(bits) / static_cast<double>(msgs) / static_cast<double>(n);

@@ -8,8 +8,10 @@
 // Layer filter: tensors with fewer than `layer_filter` elements (biases,
 // norms; the paper quantizes only tensors above 10,000 elements) go to the
 // `dense` exchange, typically fp32; the others to the `compressed` one.
-// Fusion: consecutive tensors of the same kind share one bucket up to
-// `fusion_bytes` (a larger tensor gets a bucket of its own). Inside a
+// Fusion: tensors of the same kind, in registration order, share one bucket
+// up to `fusion_bytes` (a larger tensor gets a bucket of its own); one bucket
+// of each kind is open at a time, so a dense tensor between two compressed
+// ones does not split theirs (Bucketer::plan in bucketer.cpp). Inside a
 // compressed bucket every tensor starts at a multiple of the quantization
 // bucket size d, so no quantization bucket mixes two tensors (a layer with
 // small gradients is never scaled by a neighbour's large ones); the padding

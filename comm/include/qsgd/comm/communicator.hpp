@@ -160,6 +160,13 @@ class Communicator {
   // (gather_bytes; `all` is not touched elsewhere). Serial: a copy.
   void allgather_bytes(const void* mine, int bytes, void* all, const MpiSite& site) const;
   void gather_bytes(const void* mine, int bytes, void* all, int root, const MpiSite& site) const;
+  // Collective: every rank's host name (gethostname, at most 255 bytes), in
+  // rank order (serial: this host's).
+  std::vector<std::string> host_names(const MpiSite& site = {"host name allgather"}) const;
+
+  // MPI_Get_library_version without its trailing blanks ("Open MPI v4.1.4,
+  // package: ..."), or "unknown" when the call fails; needs MPI initialized.
+  static std::string mpi_library_version();
 
   // Prints "qsgd: rank R: <what>" on stderr and ends the job with `code`:
   // MPI_Abort(comm, code) under MPI, std::exit(code) when serial. With
@@ -205,10 +212,18 @@ class OwnedComm {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
-// 64-bit FNV-1a, for configuration hashes.
+// 64-bit FNV-1a of bytes: the hashes ranks compare to agree on a
+// configuration (Communicator::check_consistent) and the fingerprint of
+// floats below.
 std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 0xcbf29ce484222325ull);
 inline std::uint64_t fnv1a(const std::string& s, std::uint64_t h = 0xcbf29ce484222325ull) {
   return fnv1a(s.data(), s.size(), h);
 }
+
+// The bit pattern of floats [data, data + n) as one 64-bit value (FNV-1a of
+// their bytes): replicas whose parameters, or ranks whose averaged gradients,
+// agree bit for bit have the same fingerprint. The trainer records its
+// parameters' as the trace attribute final_params_fnv1a.
+inline std::uint64_t float_fingerprint(const float* data, std::size_t n) { return fnv1a(data, n * sizeof(float)); }
 
 }  // namespace qsgd::comm

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "qsgd/models/detail/host_rng.hpp"
 #include "qsgd/models/detail/row_ops.hpp"
 #include "qsgd/models/types.hpp"
 
@@ -108,8 +109,7 @@ class BasicParamStore {
       const auto& t = tensors_[i];
       std::mt19937_64 gen(seed * 0x9E3779B97F4A7C15ull + i);
       for (std::size_t k = 0; k < t.size; ++k) {
-        // 53 random bits -> [0, 1); std distributions are not portable.
-        const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53;
+        const double u = detail::uniform01(gen);  // std distributions are not portable
         h(t.offset + k) = static_cast<S>((2 * u - 1) * t.init_bound);
       }
     }

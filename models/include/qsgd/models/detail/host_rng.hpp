@@ -2,6 +2,11 @@
 // Portable host-side random helpers on top of std::mt19937_64, whose output
 // sequence the C++ standard fixes exactly (the std:: distributions it does
 // not, so they are avoided).
+//
+// qsgd::models depends on Kokkos and KokkosKernels only, not on
+// qsgd::kernels (docs/architecture.md), so it keeps these few lines rather
+// than include qsgd/kernels/counter_rng.hpp, whose qsgd::mix64 is the same
+// splitmix64 finalizer; every other part of the suite uses that one.
 
 #include <cmath>
 #include <cstdint>

@@ -1,0 +1,88 @@
+"""Helpers of the suite's Python programs, defined once (standard library only).
+
+The C++ programs' counterparts are benchmarks/common/dates.hpp (utc_now),
+stats.hpp (median, nearest-rank percentile) and provenance.hpp (the CPU's
+model and flags); these follow the same definitions, so a Python peer's JSON
+reads like the suite's own. Scripts put this directory on sys.path relative
+to their own real path:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.realpath(__file__))), "common"))
+    import qsgd_report
+"""
+import datetime
+import math
+import statistics
+
+
+def utc_now():
+    """The current UTC time, ISO 8601 to the second: 2026-12-01T00:21:42Z."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def median(samples):
+    """The middle sample (the mean of the two middle ones for an even count)."""
+    return statistics.median(samples)
+
+
+def percentile(samples, p):
+    """Nearest rank: the smallest sample with at least a fraction p of the
+    samples at or below it (p99 of 10 samples is the largest)."""
+    s = sorted(samples)
+    if not s:
+        raise ValueError("percentile of no samples")
+    return s[min(max(math.ceil(p * len(s)), 1), len(s)) - 1]
+
+
+def cpu_model_and_flags(path="/proc/cpuinfo"):
+    """The first 'model name' and 'flags' of /proc/cpuinfo (None and "" when
+    unreadable)."""
+    model, flags = None, ""
+    try:
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and model is None:
+                    model = v.strip()
+                elif k.strip() == "flags" and not flags:
+                    flags = v.strip()
+    except OSError:
+        pass
+    return model, flags
+
+
+def fmt(v, spec, missing="-"):
+    """format(v, spec), or `missing` for None and NaN (a table's empty cell)."""
+    if v is None or (isinstance(v, float) and v != v):
+        return missing
+    return format(v, spec)
+
+
+def load_script(path, name):
+    """One of the suite's extension-less Python programs (qsgd-summary) as a
+    module, so that another program can use its functions."""
+    import importlib.util
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__file__ = path
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), mod.__dict__)
+    return mod
+
+
+def kernel_medians(doc):
+    """{kernel name: its median row} of a qsgd-bench-kernels JSON document
+    (Google Benchmark): the "median" aggregate of each benchmark, or the run
+    itself where it ran once. Names stop before their size
+    ("encode/fixed/16777216/manual_time" -> "encode/fixed"); with several
+    sizes the last one wins."""
+    single = all(b.get("repetitions", 1) == 1 for b in doc["benchmarks"])
+    out = {}
+    for b in doc["benchmarks"]:
+        median = b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median"
+        if not (median or (single and b.get("run_type") != "aggregate")):
+            continue
+        parts = b["run_name"].split("/")
+        size_at = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))
+        out["/".join(parts[:size_at])] = b
+    return out
