@@ -1,4 +1,4 @@
-// Checkpoint reader harness (benchmarks/train/checkpoint.hpp). Contract:
+// Checkpoint reader harness (train/include/qsgd/train/checkpoint.hpp). Contract:
 // load_checkpoint returns the state or throws std::runtime_error whose
 // message names the file; it allocates only after the file's size matched
 // the parameter count (so in proportion to the file); a state it returns is

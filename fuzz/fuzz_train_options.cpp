@@ -1,4 +1,4 @@
-// Command-line harness of qsgd-train (benchmarks/train/options.cpp). The
+// Command-line harness of qsgd-train (train/src/options.cpp). The
 // input is split at NUL bytes into argv[1..]. Contract (options.hpp):
 // parse() returns the options or throws std::invalid_argument; the options
 // it returns hold what the command line said (an integer option holds the

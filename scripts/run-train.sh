@@ -11,7 +11,7 @@ cd "$root"
 scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target qsgd-train -j "$(nproc 2>/dev/null || echo 2)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+. "$root/scripts/openmpi-env.sh"
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--epochs 1 --lr 0.02 --warmup 50 --lr-decay cosine)
 exec mpirun -np "${QSGD_RANKS:-2}" --oversubscribe --bind-to none build/release/benchmarks/qsgd-train \

@@ -32,11 +32,7 @@ fi
 mkdir -p "$out"
 
 mpiexec=${MPIEXEC:-mpirun}
-mpiflags=()
-if "$mpiexec" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
-  mpiflags=(--oversubscribe --mca mpi_yield_when_idle 1)
-  if [ "$(id -u)" = 0 ]; then mpiflags+=(--allow-run-as-root); fi
-fi
+. "$root/scripts/openmpi-env.sh"
 
 run() {
   local name=$1
@@ -50,6 +46,6 @@ run() {
 run dqgd "$bin" dqgd --out "$out/dqgd.json"
 run qsvrg "$bin" qsvrg --seeds "$seeds" --out "$out/qsvrg.json"
 run convex "$bin" convex --seeds "$seeds" --out "$out/convex.json"
-run async "$mpiexec" -np "$ranks" "${mpiflags[@]}" "$bin" async --out "$out/async.json"
+run async "$mpiexec" -np "$ranks" "$bin" async --out "$out/async.json"
 
 "$python" "$root/benchmarks/algorithms/plot_convergence.py" "$out"

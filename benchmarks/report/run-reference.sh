@@ -28,7 +28,8 @@ cd "$root"
 ref="$root/results/reference"
 bin="$root/build/release/benchmarks"
 net="$root/benchmarks/scaling/netlab.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
+. "$root/scripts/openmpi-env.sh"
+export OPENBLAS_NUM_THREADS=1
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep mlp-step algorithms)
 

@@ -14,7 +14,7 @@ build="${2:-$root/build/release}"
 train="$build/benchmarks/qsgd-train"
 [ -x "$train" ] || { echo "accuracy-experiment: $train not found (cmake --preset release && cmake --build --preset release)" >&2; exit 1; }
 mkdir -p "$out"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+. "$root/scripts/openmpi-env.sh"
 K=4
 declare -A hyper=(
   [mlp]="--model mlp --epochs 3 --lr 0.02 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"

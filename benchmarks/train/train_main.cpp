@@ -37,11 +37,7 @@ int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
     const auto opts = qsgd::train::parse(argc, argv);
     qsgd::train::Trainer(opts, comm, provenance()).run();
     return 0;
-  } catch (const std::invalid_argument& e) {
-    if (std::string(e.what()) == "help") {
-      if (comm.rank() == 0) std::cout << qsgd::train::usage();
-      return 0;
-    }
+  } catch (const std::invalid_argument& e) {  // a wrong command line (--help is early_options')
     if (comm.rank() == 0) std::cerr << "qsgd-train: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -17,8 +17,8 @@
 #   --rank-var VAR      rank variable for --per-rank report names
 #                       (default OMPI_COMM_WORLD_RANK; Slurm: SLURM_PROCID)
 #   --launcher CMD      launcher and its flags, word-split (default: mpirun
-#                       --oversubscribe, plus --allow-run-as-root as root);
-#                       the rank count follows as `-np N` (srun: `-n N`)
+#                       with scripts/openmpi-env.sh: oversubscribed, root
+#                       allowed); the rank count follows as `-np N` (srun: `-n N`)
 #   --name NAME         report name (default train)
 #   --ref RANGE         range the per-step columns refer to (train/step)
 #   --sampling          CPU IP sampling and context switches on (default off:
@@ -131,8 +131,8 @@ find_importer() {
 mpi_impl=""
 if [ "$np" != 0 ]; then
   if [ -z "$launcher" ]; then
-    launcher="mpirun --oversubscribe"
-    if [ "$(id -u)" = 0 ]; then launcher+=" --allow-run-as-root"; fi
+    launcher="mpirun"
+    . "$root/scripts/openmpi-env.sh"  # one machine: oversubscribe, root allowed
   fi
   read -r -a launch <<< "$launcher"
   command -v "${launch[0]}" > /dev/null || die "launcher '${launch[0]}' not found (--launcher)"

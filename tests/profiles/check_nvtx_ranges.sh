@@ -59,8 +59,8 @@ esac
 names="$("$python" "$summary" doc-names "$doc")" || { echo "FAIL: cannot read the range table of $doc"; exit 1; }
 echo "documented ranges ($doc): ${names//$'\n'/ }"
 
-launcher="$mpiexec --oversubscribe --mca mpi_yield_when_idle 1"
-if [ "$(id -u)" = 0 ]; then launcher+=" --allow-run-as-root"; fi
+. "$(dirname "$0")/../../scripts/openmpi-env.sh"
+launcher="$mpiexec"
 common=(--model mlp --mlp-widths "784,64,10" --dataset teacher --teacher-samples 1024 --batch 32
   --max-steps 3 --epochs 1 --eval-limit 128 --quiet)
 jobs=(

@@ -1,5 +1,5 @@
 # Shared by the qsgd-train tests: a tiny, fast, deterministic configuration.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/openmpi-env.sh"
 TINY=(--model mlp --mlp-widths 784,64,64,10 --dataset teacher --teacher-samples 4096 --batch 32
       --eval-limit 256 --layer-filter 1000 --fusion-mb 1 --quiet)
 fail() { echo "FAIL: $*" >&2; exit 1; }

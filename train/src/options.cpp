@@ -189,7 +189,6 @@ Options parse_checked(int argc, char** argv) {
       o.peer_timeout = parse_real(a, val());
       if (!(o.peer_timeout >= 0)) bad("--peer-timeout must be >= 0 seconds (0 = no limit)");
     }
-    else if (a == "-h" || a == "--help") throw std::invalid_argument("help");
     else bad("unknown option '" + a + "' (qsgd-train --help lists them)");
   }
   if (o.model == ModelKind::lstm && o.dataset == DatasetKind::fashion_mnist) o.dataset = DatasetKind::corpus;
