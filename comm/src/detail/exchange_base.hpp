@@ -1,8 +1,9 @@
 #pragma once
 // Private machinery shared by the exchange strategies: operation slots, the
-// phase driver, MPI buffers with host staging, collective wrappers that
-// degrade to local copies on the serial communicator, timed encode/decode
-// with the error reporting of exchange.hpp. Every MPI call's result goes
+// phase driver, timed encode/decode with the error reporting of exchange.hpp;
+// MPI buffers with host staging are in wire_buffer.hpp, the collective
+// wrappers that degrade to local copies on the serial communicator in
+// collectives.hpp. Every MPI call's result goes
 // through check() (check_mpi, naming the strategy, step and tensor), and every
 // wait is a test loop watched by a PeerWatch (communicator.hpp): a dead peer
 // ends the job with exit_mpi_error instead of leaving this rank blocked.
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives.hpp"
 #include "p2p.hpp"
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/comm/partition.hpp"
@@ -28,12 +30,6 @@
 
 namespace qsgd::comm::detail {
 
-using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-// Steady-clock time stamp in seconds (OpStats' network intervals).
-inline double clock_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
-
 // Words of each rank's per-operation metadata: message words, n, tensor, step.
 // Every receiver checks n, tensor and step against its own before it trusts
 // the size, so ranks that disagree on an operation stop with a clear error.
@@ -41,47 +37,6 @@ constexpr int meta_words = 4;
 constexpr std::uint32_t requant_flag = 0x80000000u;  // RngKey.rank of a requantization
 
 inline std::uint64_t words_of(std::size_t bytes) { return (bytes + 7) / 8; }
-
-// Words that travel through MPI: a View in the execution space's memory, plus
-// a host copy when MPI cannot read that memory (not host-accessible, and the
-// MPI is not GPU-aware). Storage only grows.
-template <class Mem>
-class WireBuffer {
- public:
-  using words_view = Kokkos::View<std::uint64_t*, Mem>;
-  using host_view = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
-
-  void set_staged(bool staged) { staged_ = staged; }
-  bool staged() const { return staged_; }
-
-  void reserve(std::size_t words) {
-    if (dev_.extent(0) < words)
-      dev_ = words_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::wire"), words);
-    if (staged_ && host_.extent(0) < words)
-      host_ = host_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::wire_host"), words);
-  }
-  std::size_t capacity() const { return dev_.extent(0); }
-  const words_view& dev() const { return dev_; }
-  words_view span(std::size_t off, std::size_t words) const {
-    return Kokkos::subview(dev_, Kokkos::make_pair(off, off + words));
-  }
-  std::uint64_t* mpi(std::size_t off = 0) { return (staged_ ? host_.data() : dev_.data()) + off; }
-
-  // Device -> host before MPI reads; host -> device after MPI wrote.
-  void to_mpi(std::size_t off, std::size_t words) {
-    if (staged_ && words > 0)
-      Kokkos::deep_copy(Kokkos::subview(host_, Kokkos::make_pair(off, off + words)), span(off, words));
-  }
-  void from_mpi(std::size_t off, std::size_t words) {
-    if (staged_ && words > 0)
-      Kokkos::deep_copy(span(off, words), Kokkos::subview(host_, Kokkos::make_pair(off, off + words)));
-  }
-
- private:
-  words_view dev_;
-  host_view host_;
-  bool staged_ = false;
-};
 
 // The NVTX range comm/<strategy> of one operation: opened by start(), closed
 // when wait() returns or the operation fails (start/end, not push/pop: the
@@ -156,7 +111,9 @@ struct Op {
 };
 
 template <class ExecSpace>
-class ExchangeBase : public Exchange<ExecSpace> {
+class ExchangeBase : public Exchange<ExecSpace>,
+                     protected CollectivePosts<ExchangeBase<ExecSpace>, Op<ExecSpace>, typename ExecSpace::memory_space> {
+  friend class CollectivePosts<ExchangeBase<ExecSpace>, Op<ExecSpace>, typename ExecSpace::memory_space>;
  public:
   using Base = Exchange<ExecSpace>;
   using typename Base::const_values_view;
@@ -254,7 +211,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
         try {
           if (op.schedule->advance(false, t, false)) {  // network only: no kernel on this thread
             op.schedule = nullptr;
-            close_wire(op);
+            this->close_wire(op);
           }
         } catch (const std::exception& e) {  // raised on the caller's thread by its next drive()
           op.poll_error = e.what();
@@ -267,7 +224,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
         op.stats.comm_s += seconds_since(t0);
         if (done) {
           op.nreqs = 0;
-          close_wire(op);
+          this->close_wire(op);
         }
       }
     }
@@ -560,144 +517,17 @@ class ExchangeBase : public Exchange<ExecSpace> {
     return m[0];
   }
 
-  // ---- collectives (serial: local copies) ---------------------------------
-
-  // The next request slot of the phase; `what` names the collective.
-  MPI_Request* new_request(OpT& op, const char* what) {
-    open_wire(op);
-    if (op.nreqs == 0) op.posted = what;
-    return &op.reqs.at(static_cast<std::size_t>(op.nreqs++));
-  }
-
-  // Network intervals (OpStats): opened when a phase posts its first request,
-  // closed when its completion is observed.
-  static void open_wire(OpT& op) {
-    if (op.on_wire) return;
-    op.on_wire = true;
-    if (op.stats.intervals < OpStats::max_intervals) op.stats.net_begin[op.stats.intervals] = clock_seconds();
-  }
-  static void close_wire(OpT& op) {
-    if (!op.on_wire) return;
-    op.on_wire = false;
-    if (op.stats.intervals < OpStats::max_intervals) op.stats.net_end[op.stats.intervals++] = clock_seconds();
-  }
+  // ---- collectives: CollectivePosts (collectives.hpp) posts them --------
 
   // Starts a ring-transport schedule (its start() posts the first requests).
   template <class Start>
   void start_schedule(OpT& op, Schedule& sched, Start&& start) {
-    open_wire(op);
+    this->open_wire(op);
     ScheduleTimes t;
     sched.watch(site(op, sched.name()), comm_.peer_timeout());
     start(t);
     op.stats.comm_s += t.call;
     op.schedule = &sched;
-  }
-
-  void post_allgather(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
-    const auto t0 = Clock::now();
-    if (local())
-      std::copy(send, send + count, recv);
-    else
-      check(op, MPI_Iallgather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(),
-                               new_request(op, "metadata allgather")),
-            "MPI_Iallgather", "metadata allgather");
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void post_allgatherv(OpT& op, WireBuffer<memory_space>& send, int count, WireBuffer<memory_space>& recv,
-                       const std::vector<int>& counts, const std::vector<int>& displs) {
-    const auto t0 = Clock::now();
-    if (local()) {
-      Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
-    } else {
-      send.to_mpi(0, count);
-      check(op,
-            MPI_Iallgatherv(send.mpi(), count, MPI_UINT64_T, recv.mpi(), counts.data(), displs.data(), MPI_UINT64_T,
-                            op.comm.get(), new_request(op, "message allgatherv")),
-            "MPI_Iallgatherv", "message allgatherv");
-    }
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void post_alltoall(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
-    const auto t0 = Clock::now();
-    if (local())
-      std::copy(send, send + count, recv);
-    else
-      check(op, MPI_Ialltoall(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, op.comm.get(),
-                              new_request(op, "metadata alltoall")),
-            "MPI_Ialltoall", "metadata alltoall");
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void post_alltoallv(OpT& op, WireBuffer<memory_space>& send, const std::vector<int>& scounts,
-                      const std::vector<int>& sdispls, WireBuffer<memory_space>& recv, const std::vector<int>& counts,
-                      const std::vector<int>& displs) {
-    const auto t0 = Clock::now();
-    if (local()) {
-      Kokkos::deep_copy(exec_, recv.span(displs[0], counts[0]), send.span(sdispls[0], scounts[0]));
-    } else {
-      const std::size_t total = static_cast<std::size_t>(sdispls.back()) + static_cast<std::size_t>(scounts.back());
-      send.to_mpi(0, total);
-      check(op,
-            MPI_Ialltoallv(send.mpi(), scounts.data(), sdispls.data(), MPI_UINT64_T, recv.mpi(), counts.data(),
-                           displs.data(), MPI_UINT64_T, op.comm.get(), new_request(op, "message alltoallv")),
-            "MPI_Ialltoallv", "message alltoallv");
-    }
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void post_gather(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv, int root) {
-    const auto t0 = Clock::now();
-    if (local())
-      std::copy(send, send + count, recv);
-    else
-      check(op, MPI_Igather(send, count, MPI_UINT64_T, recv, count, MPI_UINT64_T, root, op.comm.get(),
-                            new_request(op, "metadata gather")),
-            "MPI_Igather", "metadata gather");
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  // At the root, recv/counts/displs are used; elsewhere they are ignored.
-  void post_gatherv(OpT& op, WireBuffer<memory_space>& send, int count, WireBuffer<memory_space>& recv,
-                    const std::vector<int>& counts, const std::vector<int>& displs, int root) {
-    const auto t0 = Clock::now();
-    if (local()) {
-      Kokkos::deep_copy(exec_, recv.span(displs[0], count), send.span(0, count));
-    } else {
-      send.to_mpi(0, count);
-      const bool at_root = rank() == root;
-      check(op,
-            MPI_Igatherv(send.mpi(), count, MPI_UINT64_T, at_root ? recv.mpi() : nullptr,
-                         at_root ? counts.data() : nullptr, at_root ? displs.data() : nullptr, MPI_UINT64_T, root,
-                         op.comm.get(), new_request(op, "message gatherv")),
-            "MPI_Igatherv", "message gatherv");
-    }
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void post_bcast(OpT& op, std::uint64_t* buf, int count, int root) {
-    const auto t0 = Clock::now();
-    if (!local())
-      check(op, MPI_Ibcast(buf, count, MPI_UINT64_T, root, op.comm.get(), new_request(op, "metadata broadcast")),
-            "MPI_Ibcast", "metadata broadcast");
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void post_bcast(OpT& op, WireBuffer<memory_space>& buf, int count, int root) {
-    const auto t0 = Clock::now();
-    if (!local()) {
-      if (rank() == root) buf.to_mpi(0, count);
-      check(op, MPI_Ibcast(buf.mpi(), count, MPI_UINT64_T, root, op.comm.get(), new_request(op, "message broadcast")),
-            "MPI_Ibcast", "message broadcast");
-    }
-    op.stats.comm_s += seconds_since(t0);
-  }
-
-  void from_mpi(OpT& op, WireBuffer<memory_space>& buf, std::size_t off, std::size_t words) {
-    const auto t0 = Clock::now();
-    buf.from_mpi(off, words);
-    op.stats.comm_s += seconds_since(t0);
   }
 
   // ---- errors -------------------------------------------------------------
@@ -794,7 +624,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
         op.stats.decode_s += t.reduce;
         if (!done) return false;
         op.schedule = nullptr;
-        close_wire(op);
+        this->close_wire(op);
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         if (block && idle_) {
@@ -809,7 +639,7 @@ class ExchangeBase : public Exchange<ExecSpace> {
           if (!done) return false;
         }
         op.nreqs = 0;
-        close_wire(op);
+        this->close_wire(op);
       }
       guarded(op, [&] { op.finished = next(op); });
     }
