@@ -15,7 +15,6 @@
 //   ratio       = 32 / bits/dim
 // Usage: qsgd-codec-report [--json] [--n N] [--inputs a,b] [--draws K] [--out FILE]
 
-#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <cmath>
@@ -306,15 +305,10 @@ using qsgd::bench::json_number;
 using qsgd::bench::json_string;
 using qsgd::bench::utc_now;
 
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
-}
-
 void print_json(std::ostream& os, const std::vector<Row>& rows, const Options& o) {
   os << "{\n  \"schema\": " << json_string(schema) << ",\n  \"context\": {\n";
   for (const auto& [k, v] : qsgd::bench::provenance()) os << "    " << json_string(k) << ": " << json_string(v) << ",\n";
-  os << "    \"date\": " << json_string(utc_now()) << ",\n    \"host_name\": " << json_string(host_name())
+  os << "    \"date\": " << json_string(utc_now()) << ",\n    \"host_name\": " << json_string(qsgd::bench::host_name())
      << ",\n    \"n\": " << o.n << ",\n    \"draws\": " << o.draws << ",\n    \"input_seed\": " << input_seed
      << "\n  },\n  \"definitions\": {\n"
      << "    \"bits_per_dim\": \"message bytes * 8 / n (all of the message), mean over draws\",\n"

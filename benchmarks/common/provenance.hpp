@@ -3,6 +3,8 @@
 // Every result file of the suite records these pairs (style: "Provenance and
 // output"); Google Benchmark adds host name, date and CPU itself.
 
+#include <unistd.h>
+
 #include <Kokkos_Core.hpp>
 #include <fstream>
 #include <sstream>
@@ -62,6 +64,12 @@ inline std::pair<std::string, std::string> cpu_model_and_flags() {
     }
   }
   return {model, flags};
+}
+
+// This machine's host name, or "unknown".
+inline std::string host_name() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
 }
 
 inline KeyValues provenance() {

@@ -11,7 +11,6 @@
 // The PyTorch yardstick is torch_mlp_step.py; compare_mlp_step.sh runs both
 // pinned to one core with OPENBLAS_NUM_THREADS=1.
 
-#include <unistd.h>
 
 #include <sched.h>
 
@@ -243,8 +242,6 @@ std::vector<int> affinity_cores() {
 }
 
 std::string report_json(const Options& opt, const m::Mlp& model, const StepTimes& t) {
-  char host[256] = "unknown";
-  gethostname(host, sizeof host - 1);
   const char* obt = std::getenv("OPENBLAS_NUM_THREADS");
   const double flops = gemm_flops_per_step(opt);
   const Summary ss = summarize(t.step);
@@ -256,7 +253,7 @@ std::string report_json(const Options& opt, const m::Mlp& model, const StepTimes
   for (const auto& [key, value] : qsgd::bench::provenance()) j.field(key, value);
   j.field("blas", blas_library())
       .field("OPENBLAS_NUM_THREADS", obt ? obt : "")
-      .field("host", host)
+      .field("host", qsgd::bench::host_name())
       .field("affinity", affinity_cores())
       .field("date", qsgd::bench::utc_now())
       .end_object();

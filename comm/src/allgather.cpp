@@ -60,7 +60,7 @@ class Allgather final : public ExchangeBase<E> {
     const std::size_t bytes = this->encode(op, op.grad, op.n, this->key(op, static_cast<std::uint32_t>(this->rank())),
                                            op.send.span(0, maxw));
     const std::uint64_t words = words_of(bytes);
-    this->maybe_inject(op, 1, op.send, 0, words);
+    this->maybe_inject(op, FaultInjection::first_stage, op.send, 0, words);
     op.stats.encoded_bytes = bytes;
     op.phase = sizes_in;
     this->set_meta(op, op.meta_send.data(), words);
@@ -98,7 +98,7 @@ class Allgather final : public ExchangeBase<E> {
       const std::size_t off = j * slot_words;
       const std::size_t bytes = this->encode_slice(op, lo, len, k, op.send.span(off + meta_words, this->max_words(len)));
       const std::uint64_t words = words_of(bytes);
-      if (j == 0) this->maybe_inject(op, 1, op.send, off + meta_words, words);
+      if (j == 0) this->maybe_inject(op, FaultInjection::first_stage, op.send, off + meta_words, words);
       this->write_meta(op, op.send, off, words);
       op.send.to_mpi(off, meta_words + words);
       op.stats.encoded_bytes += bytes;

@@ -16,6 +16,7 @@
 #endif
 
 #include "qsgd/kernels/error.hpp"
+#include "qsgd/support/option_values.hpp"
 
 namespace qsgd::comm {
 namespace {
@@ -24,12 +25,11 @@ namespace {
 double peer_timeout_from_env() {
   const char* e = std::getenv("QSGD_PEER_TIMEOUT");
   if (e == nullptr || *e == '\0') return default_peer_timeout_s;
-  char* end = nullptr;
-  const double s = std::strtod(e, &end);
-  if (*end != '\0' || !(s >= 0))
-    throw Error(Errc::invalid_argument,
-                std::string("QSGD_PEER_TIMEOUT='") + e + "': expected seconds (a number >= 0; 0 = no limit)");
-  return s;
+  try {
+    return support::parse_real("QSGD_PEER_TIMEOUT", e, 0.0);
+  } catch (const support::UsageError& err) {
+    throw Error(Errc::invalid_argument, std::string(err.what()) + " (seconds; 0 = no limit)");
+  }
 }
 
 // This process's rank in `comm` for a failure's message, or -1 where MPI

@@ -3,10 +3,12 @@
 
 #include "qsgd/comm/exchange.hpp"
 
+#include <climits>
 #include <cstdlib>
 #include <sstream>
 
 #include "detail/exchange_base.hpp"
+#include "qsgd/support/option_values.hpp"
 #include "qsgd/kernels/message.hpp"
 
 namespace qsgd::comm {
@@ -117,11 +119,14 @@ FaultInjection FaultInjection::parse(const std::string& spec) {
     if (eq == std::string::npos)
       throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: '" + item + "' is not key=value");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-    char* end = nullptr;
-    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0')
-      throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: bad number in '" + item + "'");
+    std::uint64_t x = 0;
+    try {
+      x = support::parse_count("QSGD_FAULT_INJECT " + k, v);
+    } catch (const support::UsageError& err) {
+      throw Error(Errc::invalid_argument, err.what());
+    }
     if (k == "rank") {
+      if (x > static_cast<std::uint64_t>(INT_MAX)) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: rank too large");
       f.rank = static_cast<int>(x);
       have_rank = true;
     } else if (k == "step") {
@@ -130,7 +135,8 @@ FaultInjection FaultInjection::parse(const std::string& spec) {
     } else if (k == "tensor") {
       f.tensor = static_cast<std::uint32_t>(x);
     } else if (k == "stage") {
-      if (x != 1 && x != 2) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: stage must be 1 or 2");
+      if (x != FaultInjection::first_stage && x != FaultInjection::back_stage)
+        throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: stage must be 1 or 2");
       f.stage = static_cast<int>(x);
     } else {
       throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: unknown key '" + k + "' (rank, step, tensor, stage)");

@@ -67,7 +67,7 @@ class ParamServer final : public ExchangeBase<E> {
     const std::size_t bytes =
         this->encode(op, op.grad, op.n, this->key(op, static_cast<std::uint32_t>(this->rank())), op.send.span(0, maxw));
     const std::uint64_t words = words_of(bytes);
-    this->maybe_inject(op, 1, op.send, 0, words);
+    this->maybe_inject(op, FaultInjection::first_stage, op.send, 0, words);
     op.stats.encoded_bytes = bytes;
     this->set_meta(op, op.meta_send.data(), words);
     this->post_gather(op, op.meta_send.data(), meta_words, op.meta_recv.data(), S);
@@ -102,7 +102,7 @@ class ParamServer final : public ExchangeBase<E> {
         const std::size_t bytes = this->encode(
             op, op.acc, op.n, this->key(op, static_cast<std::uint32_t>(S) | requant_flag), op.send_back.span(0, maxw));
         const std::uint64_t words = words_of(bytes);
-        this->maybe_inject(op, 2, op.send_back, 0, words);
+        this->maybe_inject(op, FaultInjection::back_stage, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
         op.meta_back_send.resize(meta_words);
         this->set_meta(op, op.meta_back_send.data(), words);

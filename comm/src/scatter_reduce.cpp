@@ -95,7 +95,7 @@ class ScatterReduce final : public ExchangeBase<E> {
       off += head;
       const std::size_t bytes = this->encode_slice(op, lo, len, k, op.send.span(off, maxw));
       const std::uint64_t words = words_of(bytes);
-      if (j == (me + 1) % K) this->maybe_inject(op, 1, op.send, off, words);
+      if (j == (me + 1) % K) this->maybe_inject(op, FaultInjection::first_stage, op.send, off, words);
       if (ring) this->write_meta(op, op.send, off - head, words);
       op.out_bytes[j] = (head + words) * 8;
       op.scounts[j] = static_cast<int>(words);
@@ -145,7 +145,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     const std::size_t bytes = this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
                                            op.send_back.span(meta_words, maxw));
     const std::uint64_t words = words_of(bytes);
-    this->maybe_inject(op, 2, op.send_back, meta_words, words);
+    this->maybe_inject(op, FaultInjection::back_stage, op.send_back, meta_words, words);
     op.stats.requantized_bytes = bytes;
     op.counts_back[me] = static_cast<int>(words);
     this->write_meta(op, op.send_back, 0, words);
@@ -211,7 +211,7 @@ class ScatterReduce final : public ExchangeBase<E> {
             this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
                          op.send_back.span(0, this->max_words(len)));
         const std::uint64_t words = words_of(bytes);
-        this->maybe_inject(op, 2, op.send_back, 0, words);
+        this->maybe_inject(op, FaultInjection::back_stage, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
         this->set_meta(op, op.meta_back_send.data(), words);
         this->post_allgather(op, op.meta_back_send.data(), meta_words, op.meta_back_recv.data());

@@ -60,6 +60,10 @@ TEST(Cli, UnboundedValuesSayWhatTheyNeed) {
             std::string::npos);
   EXPECT_NE(error_of([] { parse_count("--k", "0", 2); }).find("--k needs an integer >= 2"), std::string::npos);
   EXPECT_EQ(parse_real("--x", "-1e300"), -1e300);
+  EXPECT_NE(error_of([] { parse_real("--t", "-1", 0.0); }).find("--t needs a finite number >= 0, got '-1'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_real("--lr", "2", 0, 1); }).find("--lr needs a finite number from 0 to 1, got '2'"),
+            std::string::npos);
   for (const char* bad : {"inf", "-inf", "nan", "1e999", "-1e999"})
     EXPECT_NE(error_of([&] { parse_real("--x", bad); }).find("--x needs a finite number, got"), std::string::npos)
         << "'" << bad << "'";

@@ -64,6 +64,9 @@ TEST(FaultInjection, Parses) {
   EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1,step=x"), qsgd::Error);
   EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1,step=2,color=3"), qsgd::Error);
   EXPECT_THROW(qsgd::comm::FaultInjection::parse("rank=1,step=2,stage=3"), qsgd::Error);
+  // Numbers are taken whole: no sign (strtoull would wrap "-1"), no blanks.
+  for (const char* bad : {"rank=-1,step=2", "rank=1,step= 2", "rank=1,step=", "rank=4294967296,step=1"})
+    EXPECT_THROW(qsgd::comm::FaultInjection::parse(bad), qsgd::Error) << bad;
 }
 
 TEST(ConfigHash, EveryFieldCounts) {

@@ -30,6 +30,7 @@
 #include "qsgd/models/data/text_corpus.hpp"
 #include "qsgd/models/mlp.hpp"
 #include "qsgd/models/sgd.hpp"
+#include "qsgd/support/option_values.hpp"
 #include "qsgd/train/checkpoint.hpp"
 #include "qsgd/train/step_gather.hpp"
 #include "qsgd/train/trace.hpp"
@@ -225,7 +226,7 @@ struct Trainer::Impl {
     loader = data.tokens ? std::make_unique<qm::BatchLoader>(data.train_tok, o.batch)
                          : std::make_unique<qm::BatchLoader>(data.train, o.batch);
     const char* crash_env = std::getenv("QSGD_TEST_CRASH_AFTER_STEP");
-    crash_after = crash_env ? std::strtoull(crash_env, nullptr, 10) : 0;
+    crash_after = crash_env && *crash_env ? support::parse_count("QSGD_TEST_CRASH_AFTER_STEP", crash_env) : 0;
     if (rank == 0 && !o.quiet)
       std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs, %zu buckets\n",
                    o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer->buckets().size());

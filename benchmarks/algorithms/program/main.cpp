@@ -10,7 +10,6 @@
 // problems, runs with their convergence curves) and prints a short table.
 // benchmarks/algorithms/run_experiments.sh runs them all and plots them.
 #include <mpi.h>
-#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
@@ -19,7 +18,6 @@
 #include <exception>
 #include <fstream>
 #include <qsgd/comm/communicator.hpp>
-#include <sstream>
 #include <string>
 
 #include "experiments.hpp"
@@ -46,12 +44,12 @@ void print_usage(std::FILE* out) {
   std::exit(2);
 }
 
-std::vector<int> parse_list(const std::string& s) {
+// --taus: staleness bounds, each a count or -1 (none).
+std::vector<int> parse_taus(const std::string& opt, const std::string& text) {
   std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
-  if (v.empty()) usage("empty --taus");
+  for (const std::string& item : qsgd::bench::split_list(text))
+    v.push_back(item == "-1" ? -1 : static_cast<int>(qsgd::bench::parse_count(opt + " (or -1)", item, 0, 1 << 20)));
+  if (v.empty()) throw qsgd::bench::UsageError(opt + " needs at least one staleness bound");
   return v;
 }
 
@@ -81,7 +79,7 @@ qp::Options parse(int argc, char** argv) {
       else if (a == "--window")
         o.window = static_cast<int>(qsgd::bench::parse_count(a, next(), 1, 1 << 20));
       else if (a == "--taus")
-        o.taus = parse_list(next());
+        o.taus = parse_taus(a, next());
       else if (a == "--delay-us")
         o.delay_us = qsgd::bench::parse_real(a, next(), 0.0, 1e9);
       else if (a.rfind("--kokkos", 0) == 0)
@@ -90,8 +88,6 @@ qp::Options parse(int argc, char** argv) {
         usage(("unknown option '" + a + "'").c_str());
     } catch (const qsgd::bench::UsageError& e) {
       usage(e.what());
-    } catch (const std::exception&) {  // std::stoi in --taus
-      usage(("bad value for " + a).c_str());
     }
   }
   if (o.out.empty()) usage("--out FILE is required");
@@ -106,13 +102,11 @@ using qsgd::bench::mpi_library;
 void write_context(qp::Json& j, const qp::Options& o, int ranks, int argc, char** argv) {
   j.key("context").begin_object();
   for (const auto& [k, v] : qsgd::bench::provenance()) j.field(k, v);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
   j.field("mpi_library", mpi_library())
       .field("mpi_ranks", ranks)
-      .field("host", std::string(host))
+      .field("host", qsgd::bench::host_name())
       .field("date", utc_now())
       .field("command", cmd)
       .field("experiment", o.command)

@@ -97,7 +97,11 @@ struct FaultInjection {
   int rank = 0;
   std::uint64_t step = 0;
   std::uint32_t tensor = 0;
-  int stage = 1;
+  // Which message is corrupted: the first stage's (every strategy), or the
+  // one sent back out in a second stage (scatter-reduce's allgather, the
+  // parameter server's broadcast).
+  static constexpr int first_stage = 1, back_stage = 2;
+  int stage = first_stage;
 
   static FaultInjection parse(const std::string& spec);  // throws qsgd::Error(invalid_argument)
   static FaultInjection from_env();                      // disabled when QSGD_FAULT_INJECT is unset

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
@@ -55,10 +56,17 @@ inline double parse_real(const std::string& opt, const std::string& text,
   const bool starts_ok = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0]));
   const double v = starts_ok ? std::strtod(begin, &end) : 0.0;
   if (!starts_ok || end != begin + text.size() || !std::isfinite(v) || !(v >= lo && v <= hi)) {
-    const bool unbounded = lo == -std::numeric_limits<double>::max() && hi == std::numeric_limits<double>::max();
-    throw UsageError(opt + " needs a finite number" +
-                     (unbounded ? std::string() : " from " + std::to_string(lo) + " to " + std::to_string(hi)) +
-                     ", got '" + text + "'");
+    auto num = [](double x) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", x);
+      return std::string(buf);
+    };
+    const bool no_lo = lo == -std::numeric_limits<double>::max(), no_hi = hi == std::numeric_limits<double>::max();
+    const std::string range = no_lo && no_hi ? ""
+                              : no_hi        ? " >= " + num(lo)
+                              : no_lo        ? " <= " + num(hi)
+                                             : " from " + num(lo) + " to " + num(hi);
+    throw UsageError(opt + " needs a finite number" + range + ", got '" + text + "'");
   }
   return v;
 }
