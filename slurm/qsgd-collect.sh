@@ -10,8 +10,11 @@
 # it also runs by hand on a login node.
 #
 # usage: slurm/qsgd-collect.sh [--site-env FILE] [--python PY] SWEEP_DIR
-#   PY: a Python 3 with h5py, numpy and matplotlib ($QSGD_PYTHON, else
-#       /usr/bin/python3 where it exists, else python3 from PATH)
+#   PY: a Python 3 with h5py, numpy and matplotlib: --python, else
+#       $QSGD_PYTHON, else the environment's python3 (PATH, after the site
+#       file's modules) when it imports them, else /usr/bin/python3 when it
+#       does (Debian's packages import only there); a Python that lacks one
+#       is an error that names the module, before any trace is read
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 scaling="$here/../benchmarks/scaling"
@@ -37,8 +40,16 @@ if [ -n "$site_env" ]; then
   source "$site_env"
   set -u
 fi
+imports='import h5py, numpy, matplotlib'
 if [ -z "$python" ]; then
-  if [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; else python=python3; fi
+  python="$(command -v python3 || true)"
+  if [ -z "$python" ] || ! "$python" -c "$imports" 2>/dev/null; then
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "$imports" 2>/dev/null; then python=/usr/bin/python3; fi
+  fi
+  [ -n "$python" ] || die "no python3 found (--python PY or QSGD_PYTHON)"
+fi
+if ! why="$("$python" -c "$imports" 2>&1)"; then
+  die "$python cannot import h5py, numpy and matplotlib: ${why##*$'\n'} (--python PY or QSGD_PYTHON, or load them in the site file)"
 fi
 
 trace_complete() {
@@ -66,10 +77,11 @@ if ! compgen -G "$dir/traces/*.h5" >/dev/null; then
   echo "$prog: no traces in $dir/traces yet" >&2
   exit 1
 fi
-"$python" "$scaling/qsgd-summary" "$dir/traces" >"$dir/summary.txt.tmp"
-"$python" "$scaling/qsgd-summary" --json "$dir/traces" >"$dir/summary.json.tmp"
-mv -f "$dir/summary.txt.tmp" "$dir/summary.txt"
-mv -f "$dir/summary.json.tmp" "$dir/summary.json"
+# Each file is written whole under a name of this process, then renamed.
+"$python" "$scaling/qsgd-summary" "$dir/traces" >"$dir/summary.txt.tmp.$$"
+"$python" "$scaling/qsgd-summary" --json "$dir/traces" >"$dir/summary.json.tmp.$$"
+mv -f "$dir/summary.txt.tmp.$$" "$dir/summary.txt"
+mv -f "$dir/summary.json.tmp.$$" "$dir/summary.json"
 "$python" "$scaling/qsgd-plots" --out "$dir/plots" "$dir/traces"
 cat "$dir/summary.txt"
 echo "$prog: $((n_expected - n_bad)) of $n_expected expected runs complete; wrote $dir/summary.txt, summary.json, plots/"

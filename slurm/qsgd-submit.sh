@@ -24,9 +24,13 @@
 #   --cpus-per-task N     CPU cores per rank (site default if not given)
 #   --time T              time limit per array task (spec: time)
 #   --partition P  --account A  --qos Q
-#   --sbatch-arg ARG      extra sbatch option for the array jobs (repeatable)
+#   --sbatch-arg ARG      extra sbatch option for every job: the arrays and the
+#                         collect job (repeatable; e.g. a constraint -C gpu)
 #   --max-parallel N      at most N tasks of one array at a time (--array=...%N)
-#   --no-collect          do not submit the collect job
+#   --no-collect          do not submit the collect job (by default one is
+#                         submitted every time, after every task of the sweep
+#                         that is queued or running, this submission's and
+#                         earlier ones', or at once when none is)
 #   --dry-run             print the exact sbatch and srun commands; submit,
 #                         create and query nothing
 #   -h, --help
@@ -225,13 +229,17 @@ if [ "$dry_run" = 0 ] && [ -n "$site_env" ]; then
   set -u
 fi
 
-# Array tasks of this sweep already queued or running (not re-submitted).
-declare -A active=()
+# Array tasks of this sweep already queued or running (not re-submitted),
+# and their array job ids (the collect job waits for them too).
+declare -A active=() active_job=()
 if [ "$dry_run" = 0 ]; then
   command -v sbatch >/dev/null || die "sbatch not found (is Slurm's client in PATH? for a preview use --dry-run)"
-  while read -r jname task; do
-    [[ "$task" =~ ^[0-9]+$ ]] && active["$jname/$task"]=1
-  done < <(squeue -h -r -u "$(id -un)" -o '%j %K' 2>/dev/null || true)
+  while read -r jname task array_id; do
+    if [[ "$task" =~ ^[0-9]+$ ]]; then
+      active["$jname/$task"]=1
+      [[ "$array_id" =~ ^[0-9]+$ ]] && active_job["$jname/$task"]="$array_id"
+    fi
+  done < <(squeue -h -r -u "$(id -un)" -o '%j %K %A' 2>/dev/null || true)
 fi
 
 # Shell quoting for printed commands: plain words stay as they are, anything
@@ -262,7 +270,8 @@ site=()
 [ -z "$account" ] || site+=(--account="$account")
 [ -z "$qos" ] || site+=(--qos="$qos")
 
-job_ids=()
+job_ids=()      # the arrays this submission queues
+waiting_ids=()  # arrays of earlier submissions with tasks still queued or running
 for k in "${gpus[@]}"; do
   layout "$k"
   jname="qsgd-$name-K$k"
@@ -275,6 +284,7 @@ for k in "${gpus[@]}"; do
       n_done=$((n_done + 1))
     elif [ -n "${active[$jname/$idx]:-}" ]; then
       n_active=$((n_active + 1))
+      [ -z "${active_job[$jname/$idx]:-}" ] || waiting_ids+=("${active_job[$jname/$idx]}")
     else
       todo+=("$idx")
     fi
@@ -344,20 +354,26 @@ for k in "${gpus[@]}"; do
 done
 
 if [ "$collect" = 1 ]; then
-  if [ "${#job_ids[@]}" -eq 0 ]; then
-    echo "# collect: nothing was submitted; to redo the summary: $here/qsgd-collect.sh $out"
-  else
-    dep="afterany"
-    for id in "${job_ids[@]}"; do dep+=":$id"; done  # dry run: JOB_K<K> stands for each array's job id
-    wrap="$(join_q "$here/qsgd-collect.sh" ${site_env:+--site-env "$site_env"} "$out")"
-    cmd=(sbatch --parsable --job-name="qsgd-$name-collect" --dependency="$dep" --nodes=1 --ntasks=1
-      --time=00:30:00 "${site[@]}" --output="$out/logs/collect-%j.out" --wrap="$wrap")
-    join_q "${cmd[@]}"; echo
-    if [ "$dry_run" = 0 ]; then
-      id="$("${cmd[@]}")"
-      id="${id%%;*}"
-      echo "# collect: job $id writes $out/summary.txt, summary.json and plots/"
-      printf '%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$id" "$(join_q "${cmd[@]}")" >>"$out/submit.log"
-    fi
+  # After every array of the sweep with a task queued or running: this
+  # submission's (dry run: JOB_K<K> stands for each) and earlier ones'; and
+  # singleton: one collect job of the sweep at a time (they share a name), so
+  # that two never write the summary and plots at once.
+  dep=""
+  for id in $(printf '%s\n' "${job_ids[@]}" "${waiting_ids[@]}" | awk 'NF && !seen[$0]++'); do
+    dep+="${dep:+:}$id"
+  done
+  dep="${dep:+afterany:$dep,}singleton"
+  [ "${#job_ids[@]}" -gt 0 ] || [ "${#waiting_ids[@]}" -gt 0 ] ||
+    echo "# collect: nothing is queued or running; the collect job runs now"
+  wrap="$(join_q "$here/qsgd-collect.sh" ${site_env:+--site-env "$site_env"} "$out")"
+  cmd=(sbatch --parsable --job-name="qsgd-$name-collect" --dependency="$dep" --nodes=1 --ntasks=1
+    --time=00:30:00 "${site[@]}" "${extra_sbatch[@]}" --output="$out/logs/collect-%j.out" --wrap="$wrap")
+  join_q "${cmd[@]}"; echo
+  if [ "$dry_run" = 0 ]; then
+    id="$("${cmd[@]}")"
+    id="${id%%;*}"
+    [[ "$id" =~ ^[0-9]+$ ]] || die "sbatch printed '$id', not a job id"
+    echo "# collect: job $id writes $out/summary.txt, summary.json and plots/"
+    printf '%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$id" "$(join_q "${cmd[@]}")" >>"$out/submit.log"
   fi
 fi

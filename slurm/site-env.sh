@@ -10,6 +10,12 @@
 #   module load python/3.11           # for qsgd-collect.sh: h5py, numpy, matplotlib
 #   export QSGD_PYTHON=python3        #   (else /usr/bin/python3)
 #
+# Parallel file systems: HDF5 locks every file it opens (flock/fcntl); on a
+# Lustre or GPFS mount without locking support that fails with "unable to
+# lock file" and no trace can be written or resumed. Traces are written by
+# one rank, closed and renamed whole, so locking can be turned off:
+#   export HDF5_USE_FILE_LOCKING=FALSE
+#
 # Runtime settings that often matter at scale:
 #   export OMPI_MCA_pml=ucx                    # InfiniBand through UCX
 #   export KOKKOS_DEVICE_ID=0                  # one visible GPU per rank (srun --gpu-bind)

@@ -34,7 +34,8 @@
 # Without COMMAND: BUILD/benchmarks/qsgd-train with a 5-step MLP job
 # (allgather, 4-bit fixed-width codec; see DEFAULT_TRAIN below).
 # Writes into DIR: NAME*.nsys-rep (open in nsys-ui), NAME*.sqlite,
-# NAME*_nvtxsum.csv (`nsys stats --report nvtxsum`), summary.txt (the table
+# NAME*_nvtxsum.csv or NAME*_nvtx_sum.csv (`nsys stats --report nvtxsum`,
+# named nvtx_sum by nsys after 2022), summary.txt (the table
 # printed at the end), summary.json (the same with provenance), profile.log
 # (nsys' and the program's output).
 # Exit status: the program's (or 1) on failure, 2 usage, 3 nsys missing.
@@ -149,8 +150,9 @@ fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # Reports of an earlier run with this name would be merged into the summary.
-rm -f "$out/$name".qdstrm "$out/$name".nsys-rep "$out/$name".sqlite "$out/$name"_nvtxsum.csv \
+rm -f "$out/$name".qdstrm "$out/$name".nsys-rep "$out/$name".sqlite "$out/$name"_nvtxsum.csv "$out/$name"_nvtx_sum.csv \
       "$out/$name".*.qdstrm "$out/$name".*.nsys-rep "$out/$name".*.sqlite "$out/$name".*_nvtxsum.csv \
+      "$out/$name".*_nvtx_sum.csv \
       "$out/summary.txt" "$out/summary.json"
 
 session="qsgd-$$-$name"
@@ -240,16 +242,23 @@ done
 if [ "$per_rank" = 1 ] && [ "${#reports[@]}" -ne "$np" ]; then
   echo "profile-train: warning: ${#reports[@]} reports for $np ranks (log: $log)" >&2
 fi
+# The NVTX range summary is report "nvtxsum" up to nsys 2022 and "nvtx_sum"
+# in later versions (which refuse the old name): ask this nsys which it has.
+# (`nsys stats --help-reports` exits with status 1 after its list.)
+nvtx_report="$({ "$nsys" stats --help-reports 2>/dev/null || true; } |
+  awk '$1 == "nvtx_sum" || $1 == "nvtxsum" { print $1; exit }')"
+[ -n "$nvtx_report" ] ||
+  die "$("$nsys" --version 2>&1 | head -n 1) lists neither the nvtx_sum nor the nvtxsum report (nsys stats --help-reports)"
 csvs=()
 for rep in "${reports[@]}"; do
   base="${rep%.nsys-rep}"
-  "$nsys" stats --report nvtxsum --format csv --force-export=true --force-overwrite=true -o "$base" "$rep" \
+  "$nsys" stats --report "$nvtx_report" --format csv --force-export=true --force-overwrite=true -o "$base" "$rep" \
     > "$base.stats.log" 2>&1 || { tail -n 5 "$base.stats.log" >&2; die "nsys stats failed on $rep"; }
-  if [ ! -s "${base}_nvtxsum.csv" ]; then
+  if [ ! -s "${base}_${nvtx_report}.csv" ]; then
     die "no NVTX ranges in $rep: was the program built with NVTX3 headers? (CMake prints 'NVTX ranges: on'; see docs/profiling.md)"
   fi
   rm -f "$base.stats.log"
-  csvs+=("${base}_nvtxsum.csv")
+  csvs+=("${base}_${nvtx_report}.csv")
 done
 
 # ---- summary ---------------------------------------------------------------

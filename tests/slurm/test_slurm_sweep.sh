@@ -5,9 +5,11 @@
 # slurm/qsgd-submit.sh. Checks:
 #   1. every expected trace exists and is complete; the collect job's summary
 #      (txt and json) lists every run and the plots exist;
-#   2. a submission while the sweep's tasks are queued submits none of them
-#      again; a re-submission of the finished sweep submits nothing and
-#      leaves every trace untouched;
+#   2. site options (--sbatch-arg) reach every job, the collect job's too; a
+#      submission while the sweep's tasks are queued submits none of them
+#      again, and its collect job waits for those earlier arrays; a
+#      re-submission of the finished sweep submits only a collect job, which
+#      runs at once and leaves every trace untouched;
 #   3. re-running one array task alone: a complete run skips, a failed run
 #      (incomplete trace) is moved aside, never deleted, and redone; a
 #      re-submission re-runs exactly the failed task;
@@ -282,17 +284,26 @@ PY
 }
 
 # ---- 1. the sweep: 2 configurations x K in {1, 2}, then the collect job ------
-# The arrays are submitted held, so that a second submission meets them queued.
-say "1. submitting the tiny CPU sweep (arrays held)"
-submit "$tmp/submit1.out" --sbatch-arg=--hold
+# Every job is submitted held (a site option, as a constraint would be), so
+# that a second submission meets the arrays queued.
+say "1. submitting the tiny CPU sweep (held, with a site comment)"
+submit "$tmp/submit1.out" --sbatch-arg=--hold --sbatch-arg=--comment=qsgd-site-option
 grep -q -- '--array=0-1 ' "$tmp/submit1.out" || fail "expected two arrays of 2 tasks (--array=0-1)"
 [ "$(grep -c '^sbatch ' "$tmp/submit1.out")" -eq 3 ] || fail "expected 3 sbatch commands (K=1, K=2, collect)"
+mapfile -t ids < <(submitted_ids "$tmp/submit1.out")
+[ "${#ids[@]}" -eq 3 ] || fail "expected 3 job ids (K=1, K=2, collect), got ${ids[*]}"
+for id in "${ids[@]}"; do  # the site options reached every job, the collect job's included
+  scontrol -o show job "$id" | grep -q 'Comment=qsgd-site-option' || fail "job $id lacks the site option --comment"
+  scontrol -o show job "$id" | grep -q 'Priority=0 ' || fail "job $id is not held (--hold)"
+done
 submit "$tmp/submit1b.out"
 [ "$(grep -c '^# K=[12]: .* 0 complete, 2 queued or running, 0 to submit' "$tmp/submit1b.out")" -eq 2 ] ||
   fail "a submission while the sweep is queued did not see its queued tasks"
-! grep -q '^sbatch ' "$tmp/submit1b.out" || fail "queued tasks were submitted twice"
-mapfile -t ids < <(submitted_ids "$tmp/submit1.out")
-scontrol release "${ids[0]}" "${ids[1]}" || fail "scontrol release failed"
+[ "$(grep -c '^sbatch ' "$tmp/submit1b.out")" -eq 1 ] || fail "queued tasks were submitted twice"
+grep -q "^sbatch .*--dependency=afterany:${ids[0]}:${ids[1]},singleton .*qsgd-collect.sh" "$tmp/submit1b.out" ||
+  fail "the second collect job does not wait for the arrays of the first submission"
+mapfile -t ids1b < <(submitted_ids "$tmp/submit1b.out")
+scontrol release "${ids[@]}" || fail "scontrol release failed"
 wait_empty 180
 say "sweep finished"
 for f in "$sweep"/logs/K*.out; do
@@ -300,8 +311,11 @@ for f in "$sweep"/logs/K*.out; do
 done
 [ "$(find "$sweep/logs" -name 'K*.out' | wc -l)" -eq 4 ] || fail "expected 4 array task logs"
 check_sweep
-grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$sweep"/logs/collect-*.out || fail "collect job did not report 4 of 4"
-for id in "${ids[@]}"; do
+for id in "${ids[2]}" "${ids1b[0]}"; do  # both collect jobs ran after every task
+  grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$sweep/logs/collect-$id.out" ||
+    fail "collect job $id did not report 4 of 4"
+done
+for id in "${ids[@]}" "${ids1b[@]}"; do
   st="$(job_states "$id")"
   [[ "$st" =~ ^JobState=COMPLETEDx[0-9]+$ ]] || fail "job $id: $st"
 done
@@ -313,9 +327,14 @@ before="$(stamps)"
 n_logs="$(find "$sweep/logs" -type f | wc -l)"
 submit "$tmp/submit2.out"
 [ "$(grep -c '^# K=[12]: skip, nothing to run' "$tmp/submit2.out")" -eq 2 ] || fail "re-submission did not skip both K"
-! grep -q '^sbatch ' "$tmp/submit2.out" || fail "re-submission submitted a job"
-[ -z "$(queued)" ] || fail "re-submission queued jobs"
-[ "$(find "$sweep/logs" -type f | wc -l)" -eq "$n_logs" ] || fail "re-submission ran something"
+[ "$(grep -c '^sbatch ' "$tmp/submit2.out")" -eq 1 ] || fail "re-submission submitted more than its collect job"
+grep -q '^sbatch .*qsgd-collect.sh' "$tmp/submit2.out" || fail "re-submission submitted no collect job"
+grep -q '^sbatch .*--dependency=singleton ' "$tmp/submit2.out" || fail "the collect job of a complete sweep waits for something"
+wait_empty 60
+[ "$(find "$sweep/logs" -type f | wc -l)" -eq "$((n_logs + 1))" ] || fail "re-submission ran more than its collect job"
+mapfile -t ids2 < <(submitted_ids "$tmp/submit2.out")
+grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$sweep/logs/collect-${ids2[0]}.out" ||
+  fail "the re-submission's collect job did not report 4 of 4"
 [ "$(stamps)" = "$before" ] || fail "traces changed on re-submission"
 
 # ---- 3. failed runs: re-run alone, or picked up by the next submission --------
@@ -353,7 +372,8 @@ ls "$sweep"/traces/mlp_allgather_elias-dense-4bit_K1.h5.failed-* >/dev/null 2>&1
   fail "the failed trace is gone (must be kept as .failed-*)"
 others_unchanged mlp_allgather_elias-dense-4bit_K1.h5
 check_sweep
-[ "$(find "$sweep/logs" -name 'collect-*.out' | wc -l)" -eq 2 ] || fail "expected a second collect job"
+[ "$(find "$sweep/logs" -name 'collect-*.out' | wc -l)" -eq 4 ] ||
+  fail "expected four collect jobs (submissions 1, 1b, 2 and 3b)"
 
 # ---- 4. a failing run: reported by the task, Slurm and the collect job -------
 say "4. a sweep whose runs fail"
@@ -402,7 +422,7 @@ n_cfg=$((BASH_REMATCH[1] + 1))
 n_srun="$(grep -c '^#   task [0-9]*: srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --gpus-per-node=8 --gpu-bind=single:1 --cpu-bind=cores ' "$tmp/dry.out")"
 [ "$n_srun" -eq "$n_cfg" ] || fail "$n_srun srun lines for $n_cfg array tasks"
 [ "$(grep -c -- "--trace $dry/traces/[a-z0-9_.-]*_K16.h5 " "$tmp/dry.out")" -eq "$n_cfg" ] || fail "trace names"
-grep -q '^sbatch .*--dependency=afterany:JOB_K16 .*qsgd-collect.sh' "$tmp/dry.out" || fail "no collect job line"
+grep -q '^sbatch .*--dependency=afterany:JOB_K16,singleton .*qsgd-collect.sh' "$tmp/dry.out" || fail "no collect job line"
 "$repo/slurm/qsgd-submit.sh" --gpus 16 --shape 16=4x4 --mpi pmi2 --dry-run --out "$dry" --train "$train" >"$tmp/dry2.out" 2>&1 ||
   { cat "$tmp/dry2.out"; fail "dry run (4x4, pmi2) failed"; }
 grep -q '^#   task 0: srun --mpi=pmi2 --nodes=4 --ntasks=16 --ntasks-per-node=4 --gpus-per-node=4 ' "$tmp/dry2.out" ||
