@@ -13,6 +13,9 @@
 #   --gpus-per-node G     GPUs per node (spec: gpus_per_node); K <= G runs on
 #                         one node, larger K on K/G nodes of G
 #   --shape K=NxG         nodes x GPUs per node for one K (repeatable), e.g. 16=4x4
+#   --gpu-request FORM    how GPUs are asked for: gpus-per-node (default:
+#                         --gpus-per-node=G) or gres (--gres=gpu:G, the form
+#                         some sites document), on sbatch and srun alike
 #   --cpu                 CPU mode: no GPU requests, one rank per "GPU" slot,
 #                         --overcommit (more ranks than cores is allowed)
 #   --mpi TYPE            srun --mpi plugin (pmix, pmi2, pmix_v4, ... as the site
@@ -54,6 +57,7 @@ mpi=""
 train="$repo/build/release/benchmarks/qsgd-train"
 site_env="$here/site-env.sh"
 gpu_bind="single:1"
+gpu_request="gpus-per-node"
 cpu_bind=""
 cpus_per_task=""
 time_opt=""
@@ -84,6 +88,10 @@ while [ $# -gt 0 ]; do
     --train) need "$@"; train="$2"; shift ;;
     --site-env) need "$@"; site_env="$2"; shift ;;
     --gpu-bind) need "$@"; gpu_bind="$2"; shift ;;
+    --gpu-request)
+      need "$@"
+      [ "$2" = gpus-per-node ] || [ "$2" = gres ] || die "--gpu-request must be gpus-per-node or gres, got '$2'"
+      gpu_request="$2"; shift ;;
     --cpu-bind) need "$@"; cpu_bind="$2"; shift ;;
     --cpus-per-task) need "$@"; cpus_per_task="$2"; shift ;;
     --time) need "$@"; time_opt="$2"; shift ;;
@@ -292,7 +300,7 @@ for k in "${gpus[@]}"; do
 
   res=(--nodes="$nodes" --ntasks-per-node="$per_node")
   if [ "$mode" = gpu ]; then
-    res+=(--gpus-per-node="$per_node")
+    if [ "$gpu_request" = gres ]; then res+=(--gres="gpu:$per_node"); else res+=(--gpus-per-node="$per_node"); fi
   else
     res+=(--overcommit)
   fi
@@ -301,7 +309,7 @@ for k in "${gpus[@]}"; do
     --ranks "$k" --nodes "$nodes" --per-node "$per_node")
   [ -z "$mpi" ] || task_args+=(--mpi "$mpi")
   [ -z "$cpu_bind" ] || task_args+=(--cpu-bind "$cpu_bind")
-  [ "$mode" = cpu ] || task_args+=(--gpu-bind "$gpu_bind")
+  [ "$mode" = cpu ] || task_args+=(--gpu-bind "$gpu_bind" --gpu-request "$gpu_request")
   [ -z "$cpus_per_task" ] || task_args+=(--cpus-per-task "$cpus_per_task")
   [ -z "$site_env" ] || task_args+=(--site-env "$site_env")
   # Everything but --array: the same command re-runs any single task.

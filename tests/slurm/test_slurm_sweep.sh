@@ -427,6 +427,14 @@ grep -q '^sbatch .*--dependency=afterany:JOB_K16,singleton .*qsgd-collect.sh' "$
   { cat "$tmp/dry2.out"; fail "dry run (4x4, pmi2) failed"; }
 grep -q '^#   task 0: srun --mpi=pmi2 --nodes=4 --ntasks=16 --ntasks-per-node=4 --gpus-per-node=4 ' "$tmp/dry2.out" ||
   { cat "$tmp/dry2.out"; fail "--shape 16=4x4 --mpi pmi2 not honoured"; }
+# The GPU request as a generic resource (--gres=gpu:G), on sbatch and srun.
+"$repo/slurm/qsgd-submit.sh" --gpus 16 --gpus-per-node 8 --gpu-request gres --dry-run --out "$dry" --train "$train" \
+  >"$tmp/dry3.out" 2>&1 || { cat "$tmp/dry3.out"; fail "dry run (--gpu-request gres) failed"; }
+grep -q '^sbatch .*--nodes=2 --ntasks-per-node=8 --gres=gpu:8 .*qsgd-array.sbatch' "$tmp/dry3.out" ||
+  { cat "$tmp/dry3.out"; fail "the array sbatch line does not ask --gres=gpu:8"; }
+grep -q '^#   task 0: srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --gres=gpu:8 --gpu-bind=single:1 ' "$tmp/dry3.out" ||
+  { cat "$tmp/dry3.out"; fail "the srun line does not ask --gres=gpu:8"; }
+! grep -q -- '--gpus-per-node' "$tmp/dry3.out" || fail "--gpu-request gres still asks --gpus-per-node"
 
 ok=1
 say "PASS"
