@@ -2,14 +2,18 @@
 """Per-range summary of Nsight Systems NVTX reports, and the check that every
 range documented in docs/profiling.md was recorded.
 
-Input is the CSV of `nsys stats --report nvtxsum --format csv` (one file per
-report: one for a whole single-node job, or one per rank). Several files are
-merged: counts and total times add up, and the median column is the largest
-of the per-report medians (the slowest rank; a synchronous step waits for it).
+Input is the CSV of `nsys stats --report nvtxsum --format csv` (report
+`nvtx_sum` in nsys after 2022; the same columns), one file per report: one
+for a whole single-node job, or one per rank. Several files are merged:
+counts and total times add up, the median column is the largest of the
+per-report medians (the slowest rank; a synchronous step waits for it), and
+the spread of each range's total over the reports (min, median, max) shows
+how far the ranks differ.
 
   nvtx_summary.py summary [--ref train/step] [--json OUT] CSV...
       aligned table: range, style, count, count per ref, total ms,
-      median ms, % of ref = 100 * total(range) / total(ref)
+      median ms, % of ref = 100 * total(range) / total(ref); with several
+      reports also: reports, min/med/max of the per-report totals (ms)
   nvtx_summary.py doc-names DOC.md
       the range names of DOC's marked table, one per line
   nvtx_summary.py names CSV...
@@ -99,14 +103,23 @@ def merge(paths):
     for p in paths:
         for key, r in read_nvtxsum(p).items():
             m = merged.setdefault(key, {"count": 0, "total_ns": 0.0, "median_ns": 0.0, "min_ns": float("inf"),
-                                        "max_ns": 0.0, "reports": 0})
+                                        "max_ns": 0.0, "reports": 0, "report_total_ns": []})
             m["count"] += r["count"]
             m["total_ns"] += r["total_ns"]
             m["median_ns"] = max(m["median_ns"], r["median_ns"])
             m["min_ns"] = min(m["min_ns"], r["min_ns"])
             m["max_ns"] = max(m["max_ns"], r["max_ns"])
             m["reports"] += 1
+            m["report_total_ns"].append(r["total_ns"])
     return merged
+
+
+def spread(values):
+    """(min, median, max) of a list of numbers."""
+    v = sorted(values)
+    n = len(v)
+    med = v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+    return v[0], med, v[-1]
 
 
 def summary(args):
@@ -118,18 +131,26 @@ def summary(args):
     ref_count = sum(r["count"] for r in ref)
     # The program's ranges by total time, then the MPI calls nsys traced.
     rows = sorted(merged.items(), key=lambda kv: (kv[0][0].startswith("MPI:"), -kv[1]["total_ns"], kv[0]))
-    med_head = "median ms" if len(args.csv) == 1 else "median* ms"
+    many = len(args.csv) > 1
+    med_head = "median* ms" if many else "median ms"
     head = ["range", "style", "count", "per " + args.ref.split("/")[-1], "total ms", med_head, "% of " + args.ref]
+    if many:  # the spread of each range's total over the reports (ranks, with --per-rank)
+        head += ["reports", "min/report ms", "med/report ms", "max/report ms"]
     table = [head]
     for (name, style), r in rows:
-        table.append([
+        row = [
             name, "push/pop" if style == "PushPop" else "start/end" if style == "StartEnd" else style,
             str(r["count"]),
             "%.2f" % (r["count"] / ref_count) if ref_count else "-",
             "%.3f" % (r["total_ns"] / 1e6),
             "%.3f" % (r["median_ns"] / 1e6),
             "%.1f" % (100.0 * r["total_ns"] / ref_total) if ref_total else "-",
-        ])
+        ]
+        if many:
+            lo, med, hi = spread(r["report_total_ns"])
+            r["report_total_min_ns"], r["report_total_median_ns"], r["report_total_max_ns"] = lo, med, hi
+            row += [str(r["reports"]), "%.3f" % (lo / 1e6), "%.3f" % (med / 1e6), "%.3f" % (hi / 1e6)]
+        table.append(row)
     width = [max(len(row[i]) for row in table) for i in range(len(head))]
     out = []
     for k, row in enumerate(table):
@@ -138,7 +159,9 @@ def summary(args):
             out.append("  ".join("-" * w for w in width))
     print("\n".join(out))
     if len(args.csv) > 1:
-        print("* %d reports merged: count and total add up; median is the largest per-report median" % len(args.csv))
+        print("* %d reports merged: count and total add up; median is the largest per-report median; "
+              "min/med/max per report: the spread of the range's total over the reports that recorded it "
+              "(one report per rank with --per-rank)" % len(args.csv))
     if not ref_total:
         print("(no '%s' range recorded: the per-step columns are empty)" % args.ref)
     if args.json:
