@@ -277,7 +277,9 @@ for n, r in got.items():
     assert r["K"] == int(n.rsplit("_K", 1)[1]), (n, r["K"])
     assert r["steps"] == 5, (n, r["steps"])
     assert ("allgather" in n) == (r["strategy"] == "allgather"), n
+    assert r["space"] == "Serial", (n, r["space"])  # the execution space the CPU build ran on
 PY
+  head -n 1 "$sweep/summary.txt" | grep -qw space || fail "summary.txt has no execution space column"
   n="$(($(wc -l <"$sweep/summary.txt") - 2))"
   [ "$n" -eq "${#expected[@]}" ] || fail "summary.txt has $n rows, expected ${#expected[@]}"
   ls "$sweep"/plots/*.png >/dev/null 2>&1 || fail "no plots in $sweep/plots"
