@@ -6,6 +6,7 @@
 #
 #   netlab.sh --nodes K [--rate 1gbit|10gbit|unshaped] [--ranks-per-node R]
 #             [--subnet 10.77.X] -- PROGRAM [ARGS...]
+#   netlab.sh --burst-of RATE     prints the tbf burst (bytes) a RATE link gets
 #
 # The program runs under `mpirun -np K*R` with the TCP transport restricted to
 # the bridge subnet. Needs root (ip netns, tc). Environment for the ranks:
@@ -13,7 +14,9 @@
 # QSGD_NETLAB_IFACE (qsgd0, every node's interface), e.g. for gloo rendezvous.
 #
 # Shaping: tbf on both ends of each veth pair (node egress and bridge egress),
-# so every node has a full-duplex link of the given rate to the switch.
+# so every node has a full-duplex link of the given rate to the switch. The
+# token bucket holds 1 MiB (8 MiB at 10 Gbit/s and above): a transfer smaller
+# than that, after an idle moment, leaves faster than the rate.
 # `netem` does not exist in this kernel: no latency emulation.
 # Open MPI's TCP eager limit is raised to 8 MiB (see below, with the measured
 # reason); set OMPI_MCA_btl_tcp_eager_limit and friends to override it.
@@ -23,17 +26,33 @@ nodes=2
 rate=1gbit
 rpn=1
 subnet=""
+burst_of=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
     --ranks-per-node) rpn="$2"; shift 2 ;;
     --subnet) subnet="$2"; shift 2 ;;
+    --burst-of) burst_of="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "netlab: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+burst_bytes() {  # burst_bytes RATE: the tbf bucket of a RATE link, in bytes
+  case "$1" in
+    *gbit) [ "${1%gbit}" -ge 10 ] && { echo $((8 << 20)); return; } ;;
+  esac
+  echo $((1 << 20))
+}
+if [ -n "$burst_of" ]; then
+  case "$burst_of" in
+    unshaped) echo 0 ;;
+    *[0-9]gbit|*[0-9]mbit) burst_bytes "$burst_of" ;;
+    *) echo "netlab: rate '$burst_of' is not unshaped, <N>gbit or <N>mbit" >&2; exit 2 ;;
+  esac
+  exit 0
+fi
 [ $# -gt 0 ] || { echo "netlab: no program given (netlab.sh [options] -- PROGRAM ...)" >&2; exit 2; }
 case "$rate" in
   unshaped) ;;
@@ -64,8 +83,8 @@ trap 'exit 130' INT TERM
 
 shape() {  # shape DEV [NETNS]
   [ "$rate" = unshaped ] && return 0
-  local burst=1mb
-  case "$rate" in *gbit) [ "${rate%gbit}" -ge 10 ] && burst=8mb ;; esac
+  local burst
+  burst="$(burst_bytes "$rate")"
   if [ -n "${2:-}" ]; then
     ip netns exec "$2" tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 100ms
   else

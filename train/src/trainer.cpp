@@ -156,6 +156,19 @@ qc::BucketerConfig bucketer_config(const Options& o) {
   return bc;
 }
 
+// The buckets in the order they fill (reverse layer order), as JSON for the
+// trace: elements (padding included), compressed or dense, tensors.
+template <class Buckets>
+std::string bucket_plan_json(const Buckets& buckets) {
+  std::string s = "[";
+  for (const auto& b : buckets) {
+    if (s.size() > 1) s += ",";
+    s += "{\"elements\":" + std::to_string(b.length) + ",\"compressed\":" + (b.compressed ? "true" : "false") +
+         ",\"tensors\":" + std::to_string(b.tensors.size()) + "}";
+  }
+  return s + "]";
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -262,6 +275,7 @@ struct Trainer::Impl {
     a["steps_per_epoch"] = std::to_string(steps_per_epoch);
     a["steps_per_full_epoch"] = std::to_string(shard_steps);
     a["buckets"] = std::to_string(bucketer->buckets().size());
+    a["bucket_plan"] = bucket_plan_json(bucketer->buckets());
     a["link_rate"] = std::getenv("QSGD_NETLAB_RATE") ? std::getenv("QSGD_NETLAB_RATE") : "local";
     a["label"] = o.label;
     trace = std::make_unique<trace::TraceWriter>(o.trace, K, a, o.resume);
