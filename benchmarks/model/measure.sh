@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Measures on this machine, in one session, what qsgd-model is calibrated on
+# and validated against (docs/model.md), into OUT (made empty first):
+#
+#   kernels.json          qsgd-bench-kernels at n = 2^22 (the exchanges' size),
+#                         one core, 3 repetitions: the coding rates
+#   fit-RATE.json         fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at
+#                         100mbit), one file per link rate: alpha and beta are
+#                         fitted on these rows only
+#   val-RATE-K<K>.json    every strategy and codec at 16 MiB, K = 2, 3, 4, ring
+#                         transport (param-server: the library's collectives):
+#                         the rows the model predicts without having seen them
+#   steps/                training traces (qsgd-sweep): MLP 784-2048-2048-10 and the
+#                         CNN, K = 1 on shared memory (the compute the model starts
+#                         from), K = 2, 3, 4 at 10gbit and 1gbit, fp32 and bf16
+#                         allreduce and 4-bit QSGD with allgather and scatter-reduce
+#   compute/              the same models' K = 1 fp32 runs, K copies at once (K = 1, 2, 3, 4):
+#                         the compute of a rank when K ranks share the cores
+#   links.json            the tbf burst of every rate (netlab.sh --burst-of)
+#   machine.json          CPU, cores, compiler, MPI
+#
+#   benchmarks/model/measure.sh OUT [--rates unshaped,10gbit,1gbit,100mbit] [--ks 2,3,4]
+#                                   [--step-rates 10gbit,1gbit] [--parts exchange,steps,compute]
+#
+# About 25 minutes. A run of some --parts makes a directory with only
+# those parts (development). Needs root (network namespaces) and the release build.
+# Run on an otherwise idle machine: the numbers are timings.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+[ $# -ge 1 ] || { sed -n '2,27p' "$0" >&2; exit 2; }
+out="$1"; shift
+rates=unshaped,10gbit,1gbit,100mbit
+ks=2,3,4
+step_rates=10gbit,1gbit
+parts=exchange,steps,compute
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rates) rates="$2"; shift 2 ;;
+    --ks) ks="$2"; shift 2 ;;
+    --step-rates) step_rates="$2"; shift 2 ;;
+    --parts) parts="$2"; shift 2 ;;
+    *) echo "measure.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+bin="$root/build/release/benchmarks"
+net="$root/benchmarks/scaling/netlab.sh"
+for p in qsgd-bench-kernels qsgd-bench-exchange qsgd-train; do
+  [ -x "$bin/$p" ] || { echo "measure.sh: $bin/$p missing (cmake --preset release && cmake --build build/release)" >&2; exit 2; }
+done
+. "$root/scripts/openmpi-env.sh"
+rm -rf "${out:?}"
+mkdir -p "$out"
+echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step_rates --parts $parts  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" rev-parse --short HEAD)" \
+  > "$out/COMMAND"
+"$root/benchmarks/report/machine-info" > "$out/machine.json"
+
+has_part() { [[ ",$parts," == *",$1,"* ]]; }
+
+if has_part exchange; then
+  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=4194304 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true \
+    --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
+    --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1
+
+  IFS=, read -r -a rate_list <<< "$rates"
+  IFS=, read -r -a k_list <<< "$ks"
+  {
+    sep="{"
+    for rate in "${rate_list[@]}"; do
+      printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$rate" "$("$net" --burst-of "$rate")"
+      sep=","
+    done
+    printf '\n}\n'
+  } > "$out/links.json"
+  for rate in "${rate_list[@]}"; do
+    top=64M
+    [ "$rate" = 100mbit ] && top=16M
+    "$net" --nodes 2 --rate "$rate" -- "$bin/qsgd-bench-exchange" -b 64K -e "$top" -f 4 -w 2 -n 10 \
+      --strategies allreduce --transports ring -o "$out/fit-$rate.json" | tee "$out/fit-$rate.txt"
+    for k in "${k_list[@]}"; do
+      "$net" --nodes "$k" --rate "$rate" -- "$bin/qsgd-bench-exchange" -b 16M -e 16M -w 2 -n 10 \
+        --strategies allreduce,allreduce16,allgather,param-server,scatter-reduce --codecs fixed,rans,elias-dense \
+        --transports ring -o "$out/val-$rate-K$k.json" | tee "$out/val-$rate-K$k.txt"
+    done
+  done
+fi
+
+if has_part steps; then
+  sweep="$root/benchmarks/scaling/qsgd-sweep"
+  common=(--out "$out/steps" --configs fp32,bf16,4bit --strategies allgather,scatter-reduce --eval-limit 200 --no-plots)
+  for m in "mlp --widths 784,2048,2048,10 --steps 16" "cnn --steps 12"; do
+    read -r -a margs <<< "$m"
+    "$sweep" "${common[@]}" --model "${margs[@]}" --ranks 1 --link local
+    "$sweep" "${common[@]}" --model "${margs[@]}" --ranks "$ks" --link "$step_rates"
+  done
+fi
+
+if has_part compute; then
+  # K independent one-rank runs at once: no network, only the shared cores.
+  mkdir -p "$out/compute"
+  export OPENBLAS_NUM_THREADS=1
+  IFS=, read -r -a k_list <<< "1,$ks"
+  for m in "mlp --mlp-widths 784,2048,2048,10 --max-steps 16" "cnn --max-steps 12"; do
+    read -r -a margs <<< "$m"
+    for k in "${k_list[@]}"; do
+      pids=()
+      for i in $(seq 1 "$k"); do
+        mpirun -np 1 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-train" --model "${margs[@]}" --batch 128 \
+          --epochs 1 --lr 0.05 --eval-limit 200 --quiet --strategy allreduce --codec fp32 \
+          --trace "$out/compute/${margs[0]}-K$k-copy$i.h5" --label "compute, $k copies" \
+          > "$out/compute/${margs[0]}-K$k-copy$i.h5.log" 2>&1 &
+        pids+=($!)
+      done
+      for p in "${pids[@]}"; do wait "$p"; done
+      echo "compute: ${margs[0]}, $k copies at once" >&2
+    done
+  done
+fi

@@ -1,0 +1,380 @@
+"""The cost model of qsgd-model (docs/model.md): the time of one gradient
+exchange of n elements among K ranks, per strategy and schedule, from
+
+  * a link: alpha (seconds per message) and beta (seconds per byte) of every
+    rank's full-duplex link to a switch, fitted from measured fp32 ring
+    allreduces (fit_link);
+  * coding rates: bytes of fp32 input per second of each kernel, and each
+    codec's bits per dimension, from a qsgd-bench-kernels JSON document
+    (Rates);
+  * a CPU share factor: ranks that share cores run their kernels slower
+    (share = max(1, K / cores)).
+
+Every formula is a plain function of those inputs, so that a test can check
+it against a hand computation and a reader can check it against the
+schedules of docs/exchange.md. Standard library only."""
+
+import math
+
+# The suite's schedules and their defaults (comm/include/qsgd/comm/exchange.hpp).
+SEGMENT_BYTES = 4 << 20       # ring pipeline segment, and fp32 input per allgather piece
+METADATA_BYTES = 32           # four 64-bit words in front of every framed message
+LINEAR_BCAST_MAX_RANKS = 4    # libnbc's MPI_Ibcast (Open MPI 4.1): linear up to 4 ranks,
+CHAIN_SEGMENT_BYTES = 32768   # a chain of 32 KiB segments above (messages >= 512 KiB)
+
+STRATEGIES = ("allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce")
+CODECS = ("fixed", "rans", "elias-dense", "elias-sparse")
+
+
+class ModelError(ValueError):
+    """An input the model cannot use (a missing kernel, an unknown strategy)."""
+
+
+class Link:
+    """One rank's full-duplex link to a switch and the host's network stack:
+
+      alpha  seconds per message (latency and per-message overhead);
+      beta   seconds per byte on the wire (1 / link bandwidth; 0 when the
+             wire never binds, as with unshaped emulated links);
+      gamma  seconds of CPU per byte through the host's network stack (TCP
+             copies), a cost that ranks sharing cores share like kernels;
+      burst  bytes a link may send faster than its rate after an idle moment
+             (the tbf bucket of emulated links; 0 for a real link).
+
+    A byte costs max(beta, gamma x share): the wire or the stack, whichever
+    is slower for K ranks on the cores."""
+
+    def __init__(self, alpha, beta, gamma=0.0, burst=0, name=""):
+        if not (alpha >= 0 and beta >= 0 and gamma >= 0 and (beta > 0 or gamma > 0)):
+            raise ModelError("link %s: alpha, beta and gamma must be >= 0 and beta or gamma > 0 (got %r, %r, %r)"
+                             % (name, alpha, beta, gamma))
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.gamma = float(gamma)
+        self.burst = int(burst)
+        self.name = name
+
+    def per_byte(self, share=1.0):
+        return max(self.beta, self.gamma * share)
+
+    def time(self, messages, nbytes, share=1.0, after_idle=False):
+        """Seconds for `messages` messages carrying `nbytes` bytes in all, one
+        after the other on one link, with `share` ranks per core. After an
+        idle moment the first `burst` bytes leave at once (the wire term
+        only: the host stack still copies them)."""
+        wire = max(0.0, nbytes - self.burst) if after_idle else nbytes
+        return messages * self.alpha + max(wire * self.beta, nbytes * self.gamma * share)
+
+    def bound(self, share=1.0):
+        return "wire" if self.beta >= self.gamma * share else "host stack"
+
+    def to_json(self):
+        return {"name": self.name, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
+                "gamma_s_per_byte": self.gamma, "tbf_burst_bytes": self.burst,
+                "wire_GBps": (1e-9 / self.beta) if self.beta > 0 else None,
+                "stack_GBps": (1e-9 / self.gamma) if self.gamma > 0 else None}
+
+
+class Rates:
+    """Kernel throughput in bytes of fp32 input (4n) per second, and bits per
+    dimension per codec, as qsgd-bench-kernels reports them."""
+
+    def __init__(self, bytes_per_second, bits_per_dim, source="", levels=None):
+        self.bps = dict(bytes_per_second)
+        self.bits = dict(bits_per_dim)
+        self.source = source
+        self.levels = levels   # the quantization levels s the rates were measured at
+
+    @classmethod
+    def from_kernels_json(cls, doc, source=""):
+        import qsgd_report
+        bps, bits = {}, {}
+        for name, row in qsgd_report.kernel_medians(doc).items():
+            bps[name] = float(row["bytes_per_second"])
+            if "bits_per_dim" in row:
+                bits[name.split("/")[-1]] = float(row["bits_per_dim"])
+        bits.setdefault("fp32", 32.0)
+        bits.setdefault("bf16", 16.0)
+        s = doc.get("context", {}).get("qsgd_s")
+        return cls(bps, bits, source, int(s) if s else None)
+
+    def seconds(self, kernel, n):
+        """Time of `kernel` ("encode/fixed", ...) over n elements on one core."""
+        if kernel not in self.bps:
+            raise ModelError("no rate for kernel '%s' in %s (have: %s)"
+                             % (kernel, self.source or "the kernel results", ", ".join(sorted(self.bps))))
+        return 4.0 * n / self.bps[kernel]
+
+    def bits_per_dim(self, codec):
+        if codec not in self.bits:
+            raise ModelError("no bits per dimension for codec '%s' in %s" % (codec, self.source or "the kernel results"))
+        return self.bits[codec]
+
+
+def share_factor(ranks_on_cores, cores):
+    """How much slower a kernel runs when `ranks_on_cores` single-threaded ranks
+    share `cores` cores (MPI waits spin, so a waiting rank takes its share)."""
+    return max(1.0, float(ranks_on_cores) / float(cores))
+
+
+def message_bytes(n, bits_per_dim):
+    """Bytes of one framed message of n elements at the codec's bits per
+    dimension (headers, offsets and scales are inside bits_per_dim)."""
+    return n * bits_per_dim / 8.0 + METADATA_BYTES
+
+
+def pieces(nbytes, segment=SEGMENT_BYTES):
+    return max(1, int(math.ceil(nbytes / float(segment))))
+
+
+class Prediction:
+    """The parts of one predicted exchange; `total` is what is compared with a
+    measured median. `before` is the rank's work inside start() (encoding,
+    conversion), `after` its work once the network is done (decoding,
+    scaling): a trainer runs the first in a backward hook and the second in
+    its wait; the rest of `total` is time the exchange holds the network."""
+
+    def __init__(self, total, network, cpu, wire_bytes, formula, before=0.0, after=0.0):
+        self.total = total
+        self.network = network
+        self.cpu = cpu
+        self.wire_bytes = wire_bytes
+        self.formula = formula
+        self.before = before
+        self.after = after
+
+    def to_json(self):
+        return {"total_s": self.total, "network_s": self.network, "cpu_s": self.cpu,
+                "before_s": self.before, "after_s": self.after,
+                "wire_bytes_per_rank": self.wire_bytes, "formula": self.formula}
+
+
+def ring_allreduce(n, k, link, rates, share, elem_bytes=4, passes_before=0.0, passes_after=1.0):
+    """Pipelined ring allreduce (reduce-scatter + allgather, K - 1 steps each,
+    every block cut into segments): 2(K-1) messages per block segment, and
+    every rank sends and receives 2(K-1)/K of the vector. CPU: the ring's
+    additions ((K-1)/K of the vector) and the passes before (allreduce16's
+    conversion to 16 bits) and after it (the 1/K scaling; allreduce16's
+    conversion back), each a streaming pass charged at the same run's memcpy
+    rate (the suite has no benchmark of the ring's own loops)."""
+    if k == 1:
+        return Prediction(0.0, 0.0, 0.0, 0, "K = 1: no exchange")
+    block = elem_bytes * n / float(k)
+    msgs = 2 * (k - 1) * pieces(block)
+    wire = 2.0 * (k - 1) / k * elem_bytes * n
+    net = link.time(msgs, wire, share)
+    copy = share * rates.seconds("memcpy/kokkos", n)
+    cpu = (passes_before + (k - 1) / float(k) + passes_after) * copy
+    return Prediction(net + cpu, net, cpu, wire, "ring: %d msgs, %.0f B, %s-bound" % (msgs, wire, link.bound(share)),
+                      passes_before * copy, passes_after * copy)
+
+
+def allgather(n, k, link, rates, share, codec):
+    """Pipelined ring allgather of pieces (4 MiB of fp32 input each): a rank's
+    piece is sent as soon as it is encoded, forwarded K - 1 times, and slice j
+    is decoded once every rank's piece j is in. A rank forwards only between
+    its kernels (Open MPI moves a message on only inside an MPI call), so each
+    of the K - 2 ranks a piece passes through may hold it for one slice's
+    decoding. The time is the larger of the rank's CPU time (kernels and
+    network stack) and the network path: the first piece's encoding, the
+    link time of every byte, the K - 2 forwarding delays and the last
+    slice's decoding."""
+    if k == 1:
+        return Prediction(0.0, 0.0, 0.0, 0, "K = 1: no exchange")
+    p = pieces(4.0 * n)
+    m = message_bytes(n, rates.bits_per_dim(codec)) + (p - 1) * METADATA_BYTES
+    wire = (k - 1) * m
+    net = link.time((k - 1) * p, wire, share)
+    enc = share * rates.seconds("encode/" + codec, n)
+    # The rank's own term: decoded from its own message (fixed-width keeps no
+    # levels) or accumulated from its levels (rANS, Elias): either way about
+    # one pass of the fixed-width decode-accumulate.
+    dec = share * ((k - 1) * rates.seconds("decode_accumulate/" + codec, n)
+                   + rates.seconds("decode_accumulate/fixed", n))
+    cpu = enc + dec + wire * link.gamma * share
+    path = enc / p + net + (k - 1) * dec / p
+    return Prediction(max(cpu, path), net, cpu, wire,
+                      "max(cpu %.4f, network path %.4f); %d pieces" % (cpu, path, p), enc, dec)
+
+
+def scatter_reduce(n, k, link, rates, share, codec):
+    """Stage 1: the vector is encoded as K chunk messages, each sent to its
+    owner as soon as it is encoded (pairwise exchange, K - 1 rounds), and the
+    owner decode-accumulates the K chunks of its slice as they arrive; then
+    it requantizes and encodes the slice; stage 2: ring allgather of the K
+    reduced chunks, each decoded as it arrives. Within a stage the kernels
+    and the network overlap as in allgather (the larger of the CPU time and
+    the network path); the stages and the requantization run in sequence."""
+    if k == 1:
+        return Prediction(0.0, 0.0, 0.0, 0, "K = 1: no exchange")
+    m = message_bytes(n, rates.bits_per_dim(codec))
+    chunk = m / k
+    net1 = link.time(k - 1, (k - 1) * chunk, share)
+    net2 = link.time((k - 1) * pieces(4.0 * n / k), (k - 1) * chunk, share)
+    stack = (k - 1) * chunk * link.gamma * share
+    enc = share * rates.seconds("encode/" + codec, n)
+    acc = share * rates.seconds("decode_accumulate/" + codec, n)
+    req = share * rates.seconds("encode/" + codec, n / float(k))
+    dec = share * rates.seconds("decode/" + codec, n)
+    stage1 = max(enc + acc + stack, enc / k + net1 + acc / k)
+    stage2 = max(dec + stack, net2 + dec / k)
+    return Prediction(stage1 + req + stage2, net1 + net2, enc + acc + req + dec + 2 * stack, 2.0 * (k - 1) * chunk,
+                      "stage 1 %.4f + requantize %.4f + stage 2 %.4f" % (stage1, req, stage2), enc, dec)
+
+
+def param_server(n, k, link, rates, share, codec):
+    """MPI_Igatherv of K messages to the server (linear: every message crosses
+    the server's link), server decode-accumulate and requantize, MPI_Ibcast of
+    the result (libnbc: linear up to 4 ranks, the server's link carries K - 1
+    copies; a chain of 32 KiB segments above), every rank decodes. In
+    sequence. The server's link and CPU carry the network stages and its own
+    kernels while the others wait, so those run unshared (share 1); every
+    rank encodes and decodes at once (share)."""
+    if k == 1:
+        return Prediction(0.0, 0.0, 0.0, 0, "K = 1: no exchange")
+    m = message_bytes(n, rates.bits_per_dim(codec))
+    # The gather fills the server's ingress and the broadcast its egress, one
+    # after the other: each direction has been idle, so a link with a burst
+    # (emulated links) sends its first `burst` bytes at once.
+    gather = link.time(k - 1, (k - 1) * m, after_idle=True)
+    if k <= LINEAR_BCAST_MAX_RANKS:
+        bcast = link.time(k - 1, (k - 1) * m, after_idle=True)
+    else:
+        bcast = link.time(pieces(m, CHAIN_SEGMENT_BYTES) + k - 2, m + (k - 2) * CHAIN_SEGMENT_BYTES, after_idle=True)
+    net = gather + bcast
+    enc = share * rates.seconds("encode/" + codec, n)
+    dec = share * rates.seconds("decode/" + codec, n)
+    cpu = enc + dec + k * rates.seconds("decode_accumulate/" + codec, n) + rates.seconds("encode/" + codec, n)
+    return Prediction(net + cpu, net, cpu, (k - 1) * m, "gather + bcast (server), stages in sequence", enc, dec)
+
+
+def exchange(strategy, codec, n, k, link, rates, cores):
+    """The predicted time of one exchange; `cores` is how many cores the K
+    ranks share (ranks on machines of their own: pass cores >= K)."""
+    share = share_factor(k, cores)
+    if strategy == "allreduce":
+        return ring_allreduce(n, k, link, rates, share)
+    if strategy == "allreduce16":
+        return ring_allreduce(n, k, link, rates, share, elem_bytes=2, passes_before=1.0, passes_after=1.0)
+    if strategy == "allgather":
+        return allgather(n, k, link, rates, share, codec)
+    if strategy == "scatter-reduce":
+        return scatter_reduce(n, k, link, rates, share, codec)
+    if strategy == "param-server":
+        return param_server(n, k, link, rates, share, codec)
+    raise ModelError("unknown strategy '%s' (known: %s)" % (strategy, ", ".join(STRATEGIES)))
+
+
+def _ring_terms(rows, rates, cores):
+    """(messages, wire bytes, measured time less the model's CPU time, measured
+    time) of fp32 ring allreduce rows (n, K, seconds)."""
+    unit = Link(0.0, 1.0)
+    out = []
+    for n, k, t in rows:
+        parts = ring_allreduce(n, k, unit, rates, share_factor(k, cores))
+        out.append((2 * (k - 1) * pieces(4.0 * n / k), parts.wire_bytes, t - parts.cpu, t))
+    return out
+
+
+def fit_host(rows, rates, cores, name="unshaped"):
+    """alpha and gamma from fp32 ring allreduces on a link that never binds
+    (unshaped): alpha x messages + gamma x bytes fitted to the measured time
+    less the model's CPU time, by least squares on relative residuals (the
+    rows span decades of size, each should count alike). A negative alpha
+    (noise) is clamped to 0 and gamma refitted alone."""
+    if len(rows) < 2:
+        raise ModelError("link %s: need at least two fp32 ring allreduce sizes to fit alpha, got %d" % (name, len(rows)))
+    a11 = a12 = a22 = b1 = b2 = 0.0
+    for x1, x2, y, t in _ring_terms(rows, rates, cores):
+        w = 1.0 / (t * t)
+        a11 += w * x1 * x1
+        a12 += w * x1 * x2
+        a22 += w * x2 * x2
+        b1 += w * x1 * y
+        b2 += w * x2 * y
+    det = a11 * a22 - a12 * a12
+    alpha = (b1 * a22 - b2 * a12) / det if det > 0 else -1.0
+    gamma = (a11 * b2 - a12 * b1) / det if det > 0 else -1.0
+    if alpha < 0 or gamma <= 0:
+        alpha, gamma = 0.0, b2 / a22
+    if gamma <= 0:
+        raise ModelError("link %s: the fit gives no positive per-byte cost (measured times below the kernels' own)" % name)
+    return Link(alpha, 0.0, gamma, 0, name)
+
+
+def fit_wire(rows, rates, cores, host, burst, name):
+    """beta of a shaped link: the per-byte slope of fp32 ring allreduces with
+    the host's alpha and gamma fixed, fitted on the rows whose wire bytes are
+    at least four times the link's burst (smaller transfers leave faster than
+    the rate and would not measure it). Returns the link and how many rows it
+    was fitted on."""
+    terms = [x for x in _ring_terms(rows, rates, cores) if x[1] >= 4 * burst]
+    if not terms:
+        raise ModelError("link %s: no fp32 ring allreduce moves at least 4 x the %d-byte burst per rank; "
+                         "measure larger sizes" % (name, burst))
+    num = den = 0.0
+    for x1, x2, y, t in terms:
+        w = 1.0 / (t * t)
+        num += w * x2 * (y - host.alpha * x1)
+        den += w * x2 * x2
+    beta = num / den
+    if beta <= 0:
+        raise ModelError("link %s: the fit gives no positive per-byte cost" % name)
+    return Link(host.alpha, beta, host.gamma, burst, name), len(terms)
+
+
+class Bucket:
+    """One bucket of a training step (a trace's bucket_plan entry) and when its
+    gradient is complete, as a fraction of the backward pass."""
+
+    def __init__(self, elements, compressed, ready_fraction):
+        self.elements = int(elements)
+        self.compressed = bool(compressed)
+        self.ready = min(1.0, max(0.0, float(ready_fraction)))
+
+
+class Compute:
+    """Per-step times of one rank alone (K = 1, no exchange): forward,
+    backward, update, and the rest of the step (data loading, copies)."""
+
+    def __init__(self, forward, backward, update, other):
+        self.forward, self.backward, self.update, self.other = forward, backward, update, other
+
+
+def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_scale=None):
+    """One training step of K ranks: the compute of a rank among K (the
+    single-rank compute times `compute_scale`, by default the cores' share
+    max(1, K / cores); 1 when `compute` was measured with K ranks at once); each bucket's exchange starts when backward has produced
+    it (its encoding runs in the backward hook, so backward waits for it),
+    holds the network for the rest of its exchange time less its final
+    decoding, and buckets use the network one after the other; after
+    backward the rank waits for each bucket in order and decodes it; then
+    the update. Small tensors (dense buckets) go through the fp32 ring.
+    Returns (seconds, parts)."""
+    c = share_factor(k, cores) if compute_scale is None else compute_scale
+    fwd, bwd, upd, other = (c * x for x in (compute.forward, compute.backward, compute.update, compute.other))
+    preds = []
+    for b in buckets:
+        if b.compressed:
+            preds.append(exchange(strategy, codec, b.elements, k, link, rates, cores))
+        else:
+            preds.append(exchange("allreduce", "fp32", b.elements, k, link, rates, cores))
+    hooks = 0.0
+    link_free = 0.0
+    ends = [0.0] * len(buckets)
+    for i in sorted(range(len(buckets)), key=lambda j: buckets[j].ready):
+        p = preds[i]
+        hooks += p.before
+        start = max(fwd + buckets[i].ready * bwd + hooks, link_free)
+        link_free = start + (p.total - p.before - p.after)
+        ends[i] = link_free
+    backward_end = fwd + bwd + hooks
+    t = backward_end
+    waited = 0.0
+    for end, p in zip(ends, preds):
+        waited += max(0.0, end - t)
+        t = max(t, end) + p.after
+    total = t + upd + other
+    return total, {"forward_s": fwd, "backward_s": bwd, "hooks_s": hooks, "exposed_s": waited,
+                   "after_s": sum(p.after for p in preds), "update_s": upd, "other_s": other,
+                   "compute_share": c, "wire_bytes": sum(p.wire_bytes for p in preds)}

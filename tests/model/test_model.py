@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""Tests of qsgd-model (benchmarks/model): its formulas on cases computed by
+hand, the calibration's recovery of a known alpha and beta, and the
+validation command on the committed data set.
+
+usage: test_model.py REPO"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPO = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+sys.path.insert(0, os.path.join(REPO, "benchmarks", "model"))
+sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
+import qsgd_model as qm  # noqa: E402
+
+MiB = 1 << 20
+
+
+def stub_rates(gbps=4.0, bits=None):
+    """Every kernel at `gbps` GB/s of fp32 input: t = 4n / (gbps 1e9)."""
+    names = ["memcpy/kokkos"] + ["encode/%s" % c for c in ("fixed", "rans", "bf16")] + \
+            ["decode_accumulate/%s" % c for c in ("fixed", "rans", "fp32", "bf16")] + \
+            ["decode/%s" % c for c in ("fixed", "rans")]
+    return qm.Rates({k: gbps * 1e9 for k in names}, bits or {"fixed": 6.0, "rans": 4.5, "fp32": 32.0, "bf16": 16.0})
+
+
+class Formulas(unittest.TestCase):
+    def test_link_time_is_alpha_per_message_plus_beta_per_byte(self):
+        self.assertAlmostEqual(qm.Link(2e-6, 1e-9).time(3, 1000), 3 * 2e-6 + 1000e-9, places=15)
+
+    def test_a_link_needs_a_per_byte_cost(self):
+        with self.assertRaises(qm.ModelError):
+            qm.Link(0.0, 0.0)
+        with self.assertRaises(qm.ModelError):
+            qm.Link(-1e-6, 1e-9)
+
+    def test_a_byte_costs_the_wire_or_the_shared_host_stack_whichever_is_slower(self):
+        link = qm.Link(0.0, 1e-9, 0.6e-9)
+        self.assertEqual(link.per_byte(1.0), 1e-9)
+        self.assertAlmostEqual(link.per_byte(2.0), 1.2e-9, places=18)
+        self.assertEqual((link.bound(1.0), link.bound(2.0)), ("wire", "host stack"))
+
+    def test_a_burst_after_idle_saves_wire_time_only(self):
+        link = qm.Link(0.0, 1e-8, 1e-9, burst=1000)
+        self.assertAlmostEqual(link.time(1, 5000, after_idle=True), 4000 * 1e-8, places=15)
+        self.assertAlmostEqual(link.time(1, 5000), 5000 * 1e-8, places=15)
+        # Within the burst the host stack still copies every byte.
+        self.assertAlmostEqual(link.time(1, 800, after_idle=True), 800 * 1e-9, places=15)
+
+    def test_share_factor(self):
+        self.assertEqual(qm.share_factor(4, 2), 2.0)
+        self.assertEqual(qm.share_factor(3, 2), 1.5)
+        self.assertEqual(qm.share_factor(2, 8), 1.0)
+
+    def test_ring_allreduce_by_hand(self):
+        # n = 2^20 floats, K = 4: blocks of 1 MiB (one 4 MiB segment each), 2(K-1) = 6 messages,
+        # 2(K-1)/K x 4 MiB = 6 MiB per rank; the additions (3/4 of n) and the scaling (n) are
+        # streaming passes at the memcpy rate, 4 GB/s: 2^20 ns per pass of n.
+        n = 1 << 20
+        p = qm.exchange("allreduce", "fp32", n, 4, qm.Link(1e-5, 1e-9), stub_rates(), cores=4)
+        self.assertEqual(p.wire_bytes, 6 * MiB)
+        self.assertAlmostEqual(p.network, 6 * 1e-5 + 6 * MiB * 1e-9, places=12)
+        self.assertAlmostEqual(p.cpu, 1.75 * n * 1e-9, places=12)
+        self.assertAlmostEqual(p.total, 6e-5 + 6 * MiB * 1e-9 + 1.75 * n * 1e-9, places=12)
+        self.assertAlmostEqual(p.after, n * 1e-9, places=12)
+
+    def test_ring_allreduce_segments_count_messages(self):
+        # 64 MiB of floats at K = 2: blocks of 32 MiB = 8 segments of 4 MiB, 2 steps -> 16 messages.
+        n = 16 * MiB
+        p = qm.exchange("allreduce", "fp32", n, 2, qm.Link(1.0, 1e-12), stub_rates(1e9), cores=2)
+        self.assertAlmostEqual(p.network, 16 * 1.0 + 64 * MiB * 1e-12, places=9)
+
+    def test_allreduce16_halves_the_bytes_and_adds_the_conversion(self):
+        n = 1 << 20
+        p = qm.exchange("allreduce16", "bf16", n, 2, qm.Link(0.0, 1e-9), stub_rates(), cores=2)
+        self.assertEqual(p.wire_bytes, 2 * n)
+        # To 16 bits, half the additions, back to 32 bits: 2.5 passes.
+        self.assertAlmostEqual(p.cpu, 2.5 * n * 1e-9, places=12)
+
+    def test_cores_shared_by_more_ranks_slow_the_kernels(self):
+        n = 1 << 20
+        link = qm.Link(0.0, 1e-9)
+        alone = qm.exchange("scatter-reduce", "fixed", n, 4, link, stub_rates(), cores=4)
+        shared = qm.exchange("scatter-reduce", "fixed", n, 4, link, stub_rates(), cores=2)
+        self.assertAlmostEqual(shared.cpu, 2 * alone.cpu, places=12)
+        self.assertAlmostEqual(shared.network, alone.network, places=12)
+
+    def test_allgather_forwarding_waits_for_slice_decoding(self):
+        # K = 4, 16 Mi floats = 16 pieces: the network path holds each piece at K - 2 = 2
+        # forwarding ranks for one slice's decoding, and decodes the last slice.
+        n = 16 << 20
+        rates = stub_rates(bits={"fixed": 8.0})
+        p = qm.exchange("allgather", "fixed", n, 4, qm.Link(0.0, 1e-6), rates, cores=4)
+        enc, dec = n * 1e-9, 4 * n * 1e-9
+        net = 3 * (n + 15 * 32 + 32) * 1e-6
+        self.assertAlmostEqual(p.total, enc / 16 + net + 3 * dec / 16, places=9)
+
+    def test_allgather_is_bound_by_the_slower_of_network_and_kernels(self):
+        n = 1 << 20   # 4 MiB of fp32: one piece
+        rates = stub_rates(bits={"fixed": 8.0})
+        m = n + 32    # 8 bits per dimension + the frame's metadata
+        # Slow link: the network path (first piece's encoding, K - 1 messages, last slice's decoding) bounds it.
+        slow = qm.exchange("allgather", "fixed", n, 2, qm.Link(0.0, 1e-6), rates, cores=2)
+        self.assertEqual(slow.wire_bytes, m)
+        cpu = n * 1e-9 + 2 * n * 1e-9   # encode n, then K = 2 decode-accumulates of n
+        self.assertAlmostEqual(slow.cpu, cpu, places=12)
+        self.assertAlmostEqual(slow.total, cpu + m * 1e-6, places=12)
+        # Fast link with 16 pieces: the kernels bound it.
+        n16 = 16 * n
+        fast = qm.exchange("allgather", "fixed", n16, 2, qm.Link(0.0, 1e-12), rates, cores=2)
+        self.assertAlmostEqual(fast.total, 3 * n16 * 1e-9, places=12)
+
+    def test_one_rank_exchanges_nothing(self):
+        for s in qm.STRATEGIES:
+            p = qm.exchange(s, "fixed", 1 << 20, 1, qm.Link(1e-5, 1e-9), stub_rates(), cores=2)
+            self.assertEqual((p.total, p.wire_bytes), (0.0, 0), s)
+
+    def test_unknown_strategy_and_missing_kernel_are_errors(self):
+        with self.assertRaisesRegex(qm.ModelError, "unknown strategy 'ring'"):
+            qm.exchange("ring", "fixed", 10, 2, qm.Link(0, 1e-9), stub_rates(), cores=2)
+        with self.assertRaisesRegex(qm.ModelError, "no rate for kernel 'encode/elias-dense'"):
+            qm.exchange("allgather", "elias-dense", 10, 2, qm.Link(0, 1e-9), stub_rates(bits={"elias-dense": 6}), cores=2)
+
+
+class Calibration(unittest.TestCase):
+    SIZES = [1 << e for e in range(14, 25, 2)]   # 16 Ki .. 16 Mi floats
+
+    def synthetic(self, link, noise=0.0, seed=1):
+        rates, rng = stub_rates(), random.Random(seed)
+        rows = []
+        for n in self.SIZES:
+            t = qm.exchange("allreduce", "fp32", n, 2, link, rates, cores=2).total
+            rows.append((n, 2, t * (1.0 + rng.uniform(-noise, noise))))
+        return rows, rates
+
+    def test_recovers_alpha_and_the_host_stack_exactly_from_exact_times(self):
+        rows, rates = self.synthetic(qm.Link(25e-6, 0.0, 1 / 1.25e9))
+        link = qm.fit_host(rows, rates, cores=2)
+        self.assertAlmostEqual(link.alpha / 25e-6, 1.0, places=6)
+        self.assertAlmostEqual(link.gamma * 1.25e9, 1.0, places=6)
+        self.assertEqual(link.beta, 0.0)
+
+    def test_recovers_them_within_noise(self):
+        rows, rates = self.synthetic(qm.Link(50e-6, 0.0, 1 / 1.25e9), noise=0.02, seed=7)
+        link = qm.fit_host(rows, rates, cores=2)
+        self.assertLess(abs(link.gamma * 1.25e9 - 1.0), 0.05)
+        self.assertLess(abs(link.alpha / 50e-6 - 1.0), 0.25)
+
+    def test_recovers_the_wire_of_a_shaped_link_ignoring_rows_within_its_burst(self):
+        host = qm.Link(25e-6, 0.0, 1 / 1.25e9)
+        rows, rates = self.synthetic(qm.Link(25e-6, 1 / 1.25e8, host.gamma))
+        burst = 1 << 20
+        # Rows moving under 4 x the burst per rank left faster than the rate.
+        rows = [(n, k, t * 0.3 if 4 * n < 4 * burst else t) for n, k, t in rows]
+        link, used = qm.fit_wire(rows, rates, 2, host, burst, "1gbit")
+        self.assertEqual(used, sum(1 for n in self.SIZES if 4 * n >= 4 * burst))
+        self.assertAlmostEqual(link.beta * 1.25e8, 1.0, places=6)
+        self.assertEqual((link.alpha, link.gamma, link.burst), (host.alpha, host.gamma, burst))
+
+    def test_a_link_measured_only_within_its_burst_cannot_be_fitted(self):
+        host = qm.Link(25e-6, 0.0, 1e-9)
+        rows, rates = self.synthetic(qm.Link(25e-6, 1e-8, 1e-9))
+        with self.assertRaisesRegex(qm.ModelError, "4 x the"):
+            qm.fit_wire(rows, rates, 2, host, 1 << 30, "1gbit")
+
+    def test_negative_alpha_is_clamped_and_gamma_refitted(self):
+        rows, rates = self.synthetic(qm.Link(0.0, 0.0, 1e-9))
+        rows[0] = (rows[0][0], 2, rows[0][2] * 0.5)   # the smallest size, faster than any latency allows
+        link = qm.fit_host(rows, rates, cores=2)
+        self.assertEqual(link.alpha, 0.0)
+        self.assertGreater(link.gamma, 0.0)
+
+    def test_one_size_cannot_be_fitted(self):
+        rows, rates = self.synthetic(qm.Link(1e-5, 0.0, 1e-9))
+        with self.assertRaisesRegex(qm.ModelError, "at least two"):
+            qm.fit_host(rows[:1], rates, cores=2)
+
+
+class Command(unittest.TestCase):
+    PROG = os.path.join(REPO, "benchmarks", "model", "qsgd-model")
+    DATA = os.path.join(REPO, "results", "reference", "model")
+
+    def run_model(self, *args):
+        return subprocess.run(["/usr/bin/python3", self.PROG] + list(args), capture_output=True, text=True, timeout=120)
+
+    def test_validate_predicts_every_committed_row(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "v.json")
+            r = self.run_model("validate", self.DATA, "--json", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+        expected = 0
+        for name in os.listdir(self.DATA):
+            if name.startswith("val-") and name.endswith(".json"):
+                with open(os.path.join(self.DATA, name)) as f:
+                    expected += len(json.load(f)["rows"])
+        self.assertGreater(expected, 0)
+        self.assertEqual(len(doc["rows"]), expected)
+        for row in doc["rows"]:
+            self.assertGreater(row["predicted"]["total_s"], 0.0)
+            self.assertAlmostEqual(row["error"], row["predicted"]["total_s"] / row["measured_s"] - 1.0, places=12)
+        self.assertIn("median |error|", r.stdout)
+
+    def test_validate_limits_set_the_exit_status(self):
+        r = self.run_model("validate", self.DATA, "--max-error", "0")
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+
+    def test_a_missing_directory_is_named(self):
+        r = self.run_model("fit", "/nonexistent/model-data")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/nonexistent/model-data/machine.json", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
