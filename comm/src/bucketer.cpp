@@ -20,15 +20,35 @@ namespace qsgd::comm {
 struct PollThread {
   std::mutex mutex;
   std::condition_variable wake;
-  bool stop = false;  // under mutex
+  bool stop = false;        // under mutex
+  std::uint64_t calls = 0;  // public calls of the caller so far (under mutex): each may post network work
+  std::uint64_t polls = 0;  // rounds of Exchange::poll() (under mutex)
   std::thread thread;
 };
 
 namespace {
-// Holds the poller's mutex for the scope of a public call (no-op without a poller).
-std::unique_lock<std::mutex> guard(const std::unique_ptr<PollThread>& p) {
-  return p ? std::unique_lock<std::mutex>(p->mutex) : std::unique_lock<std::mutex>();
-}
+// Holds the poller's mutex for the scope of a public call (no-op without a
+// poller). At the end of the call, which may have started an operation or
+// posted a phase, it counts the call and wakes the poller.
+class CallGuard {
+ public:
+  explicit CallGuard(const std::unique_ptr<PollThread>& p)
+      : p_(p.get()), lock_(p ? std::unique_lock<std::mutex>(p->mutex) : std::unique_lock<std::mutex>()) {}
+  ~CallGuard() {
+    if (!p_) return;
+    ++p_->calls;
+    lock_.unlock();
+    p_->wake.notify_one();
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+
+ private:
+  PollThread* p_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+CallGuard guard(const std::unique_ptr<PollThread>& p) { return CallGuard(p); }
 }  // namespace
 
 template <class E>
@@ -77,19 +97,40 @@ Bucketer<E>::~Bucketer() {
   poller_->thread.join();
 }
 
+// Polls every poll_us while some operation has network work that poll() can
+// advance. Once none has (every phase posted so far is complete and the next
+// one waits for the caller's kernels, or nothing is in flight), it sleeps
+// until the caller's next public call, which may have posted more: a bucket
+// whose transfer is over costs the backward pass nothing while it waits for
+// its wait().
 template <class E>
 void Bucketer<E>::poll_loop() {
   const auto period = std::chrono::microseconds(cfg_.poll_us);
   std::unique_lock<std::mutex> lock(poller_->mutex);
+  bool idle = false;
+  std::uint64_t seen = 0;  // the caller's call count when the poller went idle
   for (;;) {
-    poller_->wake.wait(lock, [this] { return poller_->stop || any_in_flight(); });
+    poller_->wake.wait(lock, [&] {
+      return poller_->stop || (any_in_flight() && (!idle || poller_->calls != seen));
+    });
     if (poller_->stop) return;
-    compressed_.poll();
-    if (&dense_ != &compressed_) dense_.poll();
+    seen = poller_->calls;
+    bool pending = compressed_.poll();
+    if (&dense_ != &compressed_) pending = dense_.poll() || pending;
+    ++poller_->polls;
+    idle = !pending;
+    if (idle) continue;
     lock.unlock();
     std::this_thread::sleep_for(period);
     lock.lock();
   }
+}
+
+template <class E>
+std::uint64_t Bucketer<E>::polls() const {
+  if (!poller_) return 0;
+  std::lock_guard<std::mutex> lock(poller_->mutex);
+  return poller_->polls;
 }
 
 template <class E>

@@ -29,7 +29,14 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   using qsgd::comm::check_mpi;
-  check_mpi(MPI_Init(&argc, &argv), "MPI_Init", MPI_COMM_WORLD, {"test startup"});
+  // MPI_THREAD_MULTIPLE: the Bucketer's progress thread needs it (as in qsgd-train).
+  int provided = MPI_THREAD_SINGLE;
+  check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", MPI_COMM_WORLD,
+            {"test startup"});
+  if (provided != MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "qsgd-comm-mpi-tests: MPI provides thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   int rank = 0;
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", MPI_COMM_WORLD, {"test startup"});
   ::testing::InitGoogleTest(&argc, argv);

@@ -202,7 +202,8 @@ class ExchangeBase : public Exchange<ExecSpace>,
     return kernels;
   }
 
-  void poll() override {
+  bool poll() override {
+    bool pending = false;
     for (auto& s : slots_) {
       OpT& op = *s;
       if (!op.active || op.finished || !op.poll_error.empty() || &op == waiting_) continue;
@@ -218,6 +219,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
         }
         op.stats.comm_s += t.call;
         op.stats.decode_s += t.reduce;
+        pending = pending || (op.schedule != nullptr && op.poll_error.empty());
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         const bool done = test_requests(op);
@@ -226,8 +228,10 @@ class ExchangeBase : public Exchange<ExecSpace>,
           op.nreqs = 0;
           this->close_wire(op);
         }
+        pending = pending || !done;
       }
     }
+    return pending;
   }
 
   void set_wait_idle(typename Base::IdleFn idle) override { idle_ = std::move(idle); }

@@ -24,8 +24,9 @@
 // asynchronous progress for TCP or shared memory). With
 // BucketerConfig::progress_thread, a background thread polls the network
 // side of every operation in flight (MPI_Testsome / MPI_Testall, the ring's
-// additions) every `poll_us` microseconds while a bucket is in flight (it
-// sleeps otherwise), so transfers advance while backward computes; phases that run kernels (decode, requantize) stay on
+// additions) every `poll_us` microseconds while an operation has network
+// work it can advance (it sleeps otherwise, until the caller's next call),
+// so transfers advance while backward computes; phases that run kernels (decode, requantize) stay on
 // the calling thread, in progress() and wait(). Needs MPI_THREAD_MULTIPLE;
 // the thread and the caller serialize on one mutex. Without it, progress is
 // made only in push(), progress() and wait() (call progress() from every
@@ -127,6 +128,8 @@ class Bucketer {
   // Statistics of the operations completed since begin_step().
   const StepTotals& step_totals() const { return totals_; }
   std::uint32_t bucket_of(std::uint32_t tensor) const { return bucket_of_.at(tensor); }
+  // Rounds of polling the progress thread has made (0 without one).
+  std::uint64_t polls() const;
   std::size_t tensors() const { return sizes_.size(); }
 
  private:

@@ -237,8 +237,12 @@ class Exchange {
   // Advances only the network side of the operations in flight (tests
   // requests, runs the ring's additions; never another kernel, never a new
   // phase): what a progress thread may call while the caller computes. Not
-  // thread-safe against the other members: serialize the calls.
-  virtual void poll() = 0;
+  // thread-safe against the other members: serialize the calls. Returns
+  // whether any operation still has network work that poll() can advance;
+  // false means that nothing moves until the caller starts an operation or
+  // runs a phase (start, test, progress, wait), so a progress thread may
+  // sleep until then.
+  virtual bool poll() = 0;
   // Wait hook. When set, wait() does not block inside MPI: it tests its
   // operation and calls `idle` in turn until the network side is done, so a
   // caller with several operations in flight, possibly of several exchanges
