@@ -134,7 +134,7 @@ class Prediction:
     scaling): a trainer runs the first in a backward hook and the second in
     its wait; the rest of `total` is time the exchange holds the network."""
 
-    def __init__(self, total, network, cpu, wire_bytes, formula, before=0.0, after=0.0):
+    def __init__(self, total, network, cpu, wire_bytes, formula, before=0.0, after=0.0, segments=None):
         self.total = total
         self.network = network
         self.cpu = cpu
@@ -142,6 +142,11 @@ class Prediction:
         self.formula = formula
         self.before = before
         self.after = after
+        # Between before and after: (caller's kernels, network time) per
+        # phase. A later phase's kernels (scatter-reduce's accumulation and
+        # requantization, the server's) run only when the caller calls in
+        # (a backward hook, or its wait); the network side moves on its own.
+        self.segments = segments if segments is not None else [(0.0, max(0.0, total - before - after))]
 
     def to_json(self):
         return {"total_s": self.total, "network_s": self.network, "cpu_s": self.cpu,
@@ -219,7 +224,8 @@ def scatter_reduce(n, k, link, rates, share, codec):
     stage1 = max(enc + acc + stack, enc / k + net1 + acc / k)
     stage2 = max(dec + stack, net2 + dec / k)
     return Prediction(stage1 + req + stage2, net1 + net2, enc + acc + req + dec + 2 * stack, 2.0 * (k - 1) * chunk,
-                      "stage 1 %.4f + requantize %.4f + stage 2 %.4f" % (stage1, req, stage2), enc, dec)
+                      "stage 1 %.4f + requantize %.4f + stage 2 %.4f" % (stage1, req, stage2), enc, dec,
+                      [(0.0, net1), (acc + req, net2)])
 
 
 def param_server(n, k, link, rates, share, codec):
@@ -244,8 +250,10 @@ def param_server(n, k, link, rates, share, codec):
     net = gather + bcast
     enc = share * rates.seconds("encode/" + codec, n)
     dec = share * rates.seconds("decode/" + codec, n)
-    cpu = enc + dec + k * rates.seconds("decode_accumulate/" + codec, n) + rates.seconds("encode/" + codec, n)
-    return Prediction(net + cpu, net, cpu, (k - 1) * m, "gather + bcast (server), stages in sequence", enc, dec)
+    server = k * rates.seconds("decode_accumulate/" + codec, n) + rates.seconds("encode/" + codec, n)
+    cpu = enc + dec + server
+    return Prediction(net + cpu, net, cpu, (k - 1) * m, "gather + bcast (server), stages in sequence", enc, dec,
+                      [(0.0, gather), (server, bcast)])
 
 
 def exchange(strategy, codec, n, k, link, rates, cores):
@@ -342,15 +350,26 @@ class Compute:
 
 
 def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_scale=None):
-    """One training step of K ranks: the compute of a rank among K (the
-    single-rank compute times `compute_scale`, by default the cores' share
-    max(1, K / cores); 1 when `compute` was measured with K ranks at once); each bucket's exchange starts when backward has produced
-    it (its encoding runs in the backward hook, so backward waits for it),
-    holds the network for the rest of its exchange time less its final
-    decoding, and buckets use the network one after the other; after
-    backward the rank waits for each bucket in order and decodes it; then
-    the update. Small tensors (dense buckets) go through the fp32 ring.
-    Returns (seconds, parts)."""
+    """One training step of a rank among K, replayed from its parts:
+
+      * compute: `compute` times `compute_scale` (by default the cores' share
+        max(1, K / cores); pass 1 when `compute` was measured with K ranks at
+        once);
+      * each bucket starts when backward has produced it; its encoding runs
+        in that backward hook (backward waits for it); its network phases
+        hold the link one bucket after the other; a later phase's kernels
+        (scatter-reduce's accumulation and requantization, the server's) run
+        at the caller's next call: a later bucket's hook during backward, or
+        the wait after it;
+      * the host stack copies every byte that moves during backward on the
+        rank's cores, so backward is that much longer;
+      * after backward the rank waits for each bucket in turn and decodes
+        it; then the update and the rest of the step (data, copies);
+      * the step is at least the rank's whole CPU work (compute, kernels,
+        the stack's copies of every byte), whatever the timeline says.
+
+    Small tensors (dense buckets) go through the fp32 ring. Returns
+    (seconds, parts)."""
     c = share_factor(k, cores) if compute_scale is None else compute_scale
     fwd, bwd, upd, other = (c * x for x in (compute.forward, compute.backward, compute.update, compute.other))
     preds = []
@@ -359,22 +378,64 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
             preds.append(exchange(strategy, codec, b.elements, k, link, rates, cores))
         else:
             preds.append(exchange("allreduce", "fp32", b.elements, k, link, rates, cores))
+    # The caller's calls into the exchanges during backward: a hook as each
+    # bucket's gradients are pushed.
+    provisional_end = fwd + bwd + sum(p.before for p in preds)
+    calls = sorted(fwd + b.ready * bwd for b in buckets)
     hooks = 0.0
     link_free = 0.0
-    ends = [0.0] * len(buckets)
+    starts, ends = [0.0] * len(buckets), [0.0] * len(buckets)
+    deferred = {}  # bucket -> (index of the first phase left for the wait, time its data arrived)
     for i in sorted(range(len(buckets)), key=lambda j: buckets[j].ready):
         p = preds[i]
         hooks += p.before
-        start = max(fwd + buckets[i].ready * bwd + hooks, link_free)
-        link_free = start + (p.total - p.before - p.after)
-        ends[i] = link_free
+        t = starts[i] = max(fwd + buckets[i].ready * bwd + hooks, link_free)
+        for j, (cpu, net) in enumerate(p.segments):
+            if j > 0:
+                call = next((c + hooks for c in calls if c + hooks >= t and c + hooks < provisional_end + hooks), None)
+                if call is None:
+                    deferred[i] = (j, t)
+                    break
+                t = call + cpu
+                hooks += cpu
+            t = max(t, link_free) + net
+            link_free = t
+        ends[i] = t
     backward_end = fwd + bwd + hooks
-    t = backward_end
+    # The host stack copies every byte that moves while backward computes
+    # on the rank's share of the cores (the progress thread's socket reads
+    # and writes): backward is that much longer. Bytes that move while the
+    # rank waits cost it nothing more than the wait.
+    stack = 0.0
+    for i, p in enumerate(preds):
+        span = ends[i] - starts[i]
+        if span > 0:
+            overlap = max(0.0, min(ends[i], backward_end) - starts[i])
+            stack += overlap / span * p.wire_bytes * link.gamma * share_factor(k, cores)
+    backward_end += stack
+    # In its waits the caller runs the phases left for it, bucket by bucket.
+    t_cpu = backward_end
+    for i in sorted(deferred, key=lambda j: buckets[j].ready):
+        first, arrived = deferred[i]
+        t = max(t_cpu, arrived)
+        for cpu, net in preds[i].segments[first:]:
+            t_cpu = t = t + cpu
+            t = max(t, link_free) + net
+            link_free = t
+        ends[i] = t
+    t = t_cpu
     waited = 0.0
     for end, p in zip(ends, preds):
         waited += max(0.0, end - t)
         t = max(t, end) + p.after
-    total = t + upd + other
-    return total, {"forward_s": fwd, "backward_s": bwd, "hooks_s": hooks, "exposed_s": waited,
-                   "after_s": sum(p.after for p in preds), "update_s": upd, "other_s": other,
-                   "compute_share": c, "wire_bytes": sum(p.wire_bytes for p in preds)}
+    timeline = t + upd + other
+    # The rank's cores also bound the step: every kernel, the compute, and
+    # the host stack's copies of every byte run on them, whether or not the
+    # timeline above found the network free.
+    cpu_total = fwd + bwd + upd + other + hooks + sum(p.after for p in preds) \
+        + sum(cpu for i in deferred for cpu, _ in preds[i].segments[deferred[i][0]:]) \
+        + sum(p.wire_bytes for p in preds) * link.gamma * share_factor(k, cores)
+    total = max(timeline, cpu_total)
+    return total, {"cpu_bound": cpu_total > timeline, "forward_s": fwd, "backward_s": bwd, "hooks_s": hooks,
+                   "stack_s": stack, "exposed_s": waited, "after_s": sum(p.after for p in preds), "update_s": upd,
+                   "other_s": other, "compute_share": c, "wire_bytes": sum(p.wire_bytes for p in preds)}

@@ -18,6 +18,8 @@
 #                     QSGD, MLP and CNN (accuracy-experiment.sh) (~1 h; timings not reported)
 #     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
+#     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
+#                     then its validation table (~25 min)
 #   (default: all but tta and accuracy)
 # Needs root (network namespaces), the release build and PyTorch
 # (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
@@ -31,7 +33,7 @@ net="$root/benchmarks/scaling/netlab.sh"
 . "$root/scripts/openmpi-env.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
-[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep mlp-step algorithms)
+[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep mlp-step algorithms model)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -93,6 +95,9 @@ for t in "${tables[@]}"; do
     accuracy)
       fresh "$t"
       benchmarks/scaling/accuracy-experiment.sh "$ref/$t" ;;
+    model)
+      benchmarks/model/measure.sh "$ref/$t"   # writes its own COMMAND and machine.json
+      benchmarks/model/qsgd-model validate "$ref/$t" > "$ref/$t/validation.txt" ;;
     tta)
       mkdir -p "$ref/$t"
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp --peer-seeds 1 ;;

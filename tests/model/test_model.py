@@ -126,6 +126,55 @@ class Formulas(unittest.TestCase):
             qm.exchange("allgather", "elias-dense", 10, 2, qm.Link(0, 1e-9), stub_rates(bits={"elias-dense": 6}), cores=2)
 
 
+class Steps(unittest.TestCase):
+    COMPUTE = qm.Compute(forward=0.010, backward=0.020, update=0.001, other=0.0)
+
+    def step(self, buckets, strategy="allreduce", link=None):
+        return qm.step_time(buckets, self.COMPUTE, 2, link or qm.Link(0.0, 1e-9), stub_rates(), cores=4,
+                            strategy=strategy, codec="fixed", compute_scale=1.0)
+
+    def test_a_transfer_that_ends_before_backward_is_hidden(self):
+        # 2^20 floats, fp32 ring at K = 2: 4 MiB on the wire (4.194 ms at 1 ns/B) plus half a pass
+        # of additions while the ring runs; the 1/K scaling (one pass, 1.049 ms) after the wait.
+        # Ready half-way through backward (t = 20 ms), done at 24.7 ms: hidden behind backward.
+        total, parts = self.step([qm.Bucket(1 << 20, False, 0.5)])
+        self.assertAlmostEqual(parts["exposed_s"], 0.0, places=12)
+        self.assertAlmostEqual(total, 0.010 + 0.020 + (1 << 20) * 1e-9 + 0.001, places=12)
+
+    def test_a_transfer_that_starts_at_the_end_of_backward_is_exposed(self):
+        total, parts = self.step([qm.Bucket(1 << 20, False, 1.0)])
+        ring = 4 * MiB * 1e-9 + 0.5 * (1 << 20) * 1e-9
+        self.assertAlmostEqual(parts["exposed_s"], ring, places=12)
+        self.assertAlmostEqual(total, 0.030 + ring + (1 << 20) * 1e-9 + 0.001, places=12)
+
+    def test_buckets_share_the_link_one_after_the_other(self):
+        one, _ = self.step([qm.Bucket(1 << 20, False, 1.0)])
+        two, parts = self.step([qm.Bucket(1 << 20, False, 1.0), qm.Bucket(1 << 20, False, 1.0)])
+        ring = 4 * MiB * 1e-9 + 0.5 * (1 << 20) * 1e-9
+        # The first bucket's scaling runs while the second is on the wire.
+        self.assertAlmostEqual(parts["exposed_s"], 2 * ring - (1 << 20) * 1e-9, places=12)
+        self.assertAlmostEqual(two - one, ring, places=12)
+
+    def test_a_later_phase_waits_for_a_call_from_the_caller(self):
+        # Scatter-reduce's accumulation and requantization run only inside a call into the
+        # exchange: with no hook after stage 1 ends, they and stage 2 wait for backward's end.
+        slow = qm.Link(0.0, 1e-8)
+        alone, a = self.step([qm.Bucket(1 << 18, True, 0.0)], "scatter-reduce", slow)
+        # A second (tiny, dense) bucket's hook late in backward lets stage 2 start there.
+        hooked, h = self.step([qm.Bucket(1 << 18, True, 0.0), qm.Bucket(16, False, 0.95)], "scatter-reduce", slow)
+        self.assertGreater(a["exposed_s"], 0.0)
+        self.assertLess(h["exposed_s"], a["exposed_s"])
+        self.assertLess(hooked, alone)
+
+    def test_the_cores_bound_a_step_whose_network_is_the_host_stack(self):
+        # An unshaped link (no wire limit) with a slow stack: every byte is CPU on the rank's cores.
+        stack = qm.Link(0.0, 0.0, 1e-8)
+        total, parts = self.step([qm.Bucket(1 << 20, False, 0.0)], link=stack)
+        cpu = 0.031 + (1 << 20) * 1e-9 + 4 * MiB * 1e-8
+        self.assertTrue(parts["cpu_bound"])
+        self.assertAlmostEqual(total, cpu, places=12)
+
+
 class Calibration(unittest.TestCase):
     SIZES = [1 << e for e in range(14, 25, 2)]   # 16 Ki .. 16 Mi floats
 
@@ -205,6 +254,13 @@ class Command(unittest.TestCase):
             self.assertGreater(row["predicted"]["total_s"], 0.0)
             self.assertAlmostEqual(row["error"], row["predicted"]["total_s"] / row["measured_s"] - 1.0, places=12)
         self.assertIn("median |error|", r.stdout)
+        # Every training trace with K > 1 is a step row, every step row names its trace.
+        traces = [n for n in os.listdir(os.path.join(self.DATA, "steps")) if n.endswith(".h5") and "-K1-" not in n]
+        self.assertGreater(len(traces), 0)
+        self.assertEqual(sorted(os.path.basename(r["file"]) for r in doc["steps"]), sorted(traces))
+        for row in doc["steps"]:
+            self.assertAlmostEqual(row["error"], row["predicted_s"] / row["measured_s"] - 1.0, places=12)
+            self.assertGreater(row["ranks"], 1)
 
     def test_validate_limits_set_the_exit_status(self):
         r = self.run_model("validate", self.DATA, "--max-error", "0")
