@@ -413,18 +413,21 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
             overlap = max(0.0, min(ends[i], backward_end) - starts[i])
             stack += overlap / span * p.wire_bytes * link.gamma * share_factor(k, cores)
     backward_end += stack
-    # In its waits the caller runs the phases left for it, bucket by bucket.
+    # In its waits the caller runs the phases left for it, bucket by bucket,
+    # each once the data of the phase before has arrived (waiting for it).
     t_cpu = backward_end
+    waited = 0.0
     for i in sorted(deferred, key=lambda j: buckets[j].ready):
         first, arrived = deferred[i]
-        t = max(t_cpu, arrived)
+        waited += max(0.0, arrived - t_cpu)
+        t_cpu = max(t_cpu, arrived)
+        t = t_cpu
         for cpu, net in preds[i].segments[first:]:
             t_cpu = t = t + cpu
             t = max(t, link_free) + net
             link_free = t
         ends[i] = t
     t = t_cpu
-    waited = 0.0
     for end, p in zip(ends, preds):
         waited += max(0.0, end - t)
         t = max(t, end) + p.after
@@ -439,3 +442,103 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
     return total, {"cpu_bound": cpu_total > timeline, "forward_s": fwd, "backward_s": bwd, "hooks_s": hooks,
                    "stack_s": stack, "exposed_s": waited, "after_s": sum(p.after for p in preds), "update_s": upd,
                    "other_s": other, "compute_share": c, "wire_bytes": sum(p.wire_bytes for p in preds)}
+
+
+# ---------------------------------------------------------------------------
+# Projection: GPU nodes from a parameter file (benchmarks/model/params/).
+
+PROJECTED = (("fp32 ring", "allreduce", "fp32", None), ("bf16 ring", "allreduce16", "bf16", None),
+             ("scatter-reduce 2-bit", "scatter-reduce", "fixed", "2"),
+             ("scatter-reduce 4-bit", "scatter-reduce", "fixed", "4"),
+             ("scatter-reduce 8-bit", "scatter-reduce", "fixed", "8"),
+             ("allgather 4-bit", "allgather", "fixed", "4"))
+
+
+def param(params, key):
+    """The value of one entry of a parameter file ({"value": ..., "source": ...})."""
+    if key not in params:
+        raise ModelError("parameter file: no '%s'" % key)
+    entry = params[key]
+    if not isinstance(entry, dict) or "value" not in entry or not entry.get("source"):
+        raise ModelError("parameter file: '%s' needs a value and a source" % key)
+    return entry["value"]
+
+
+class Cluster:
+    """The GPU machine a parameter file describes."""
+
+    def __init__(self, params):
+        self.gpus_per_node = int(param(params, "gpus_per_node"))
+        self.intra = Link(param(params, "intra_node_alpha_s"), 1e-9 / param(params, "intra_node_GBps"),
+                          param(params, "host_stack_s_per_byte"), 0, "NVLink")
+        self.inter_alpha = param(params, "inter_node_alpha_s")
+        self.gamma = param(params, "host_stack_s_per_byte")
+        hbm = param(params, "hbm_GBps") * 1e9
+        fractions = param(params, "kernel_fraction_of_hbm")
+        self.rates = {b: Rates({k: f * hbm for k, f in fractions.items()}, {"fixed": float(v)}, "parameter file")
+                      for b, v in param(params, "bits_per_dim").items()}
+        self.plain = Rates({k: f * hbm for k, f in fractions.items()}, {}, "parameter file")
+        flops = param(params, "peak_TFLOPs") * 1e12 * param(params, "compute_efficiency")
+        self.flops_per_param = param(params, "flops_per_parameter_per_sample")
+        self.flops = flops
+        self.hbm = hbm
+        self.update_bytes = param(params, "update_bytes_per_parameter")
+        self.fusion = int(param(params, "fusion_bytes"))
+
+    def link(self, k, gbit):
+        """A flat ring over K GPUs runs at its slowest hop: NVLink inside one
+        node, the NIC (one per GPU) once it spans nodes."""
+        if k <= self.gpus_per_node:
+            return self.intra
+        return Link(self.inter_alpha, 8.0 / (gbit * 1e9), self.gamma, 0, "%g Gbit/s" % gbit)
+
+    def compute(self, parameters, batch):
+        """Forward 2 FLOPs per parameter and sample, backward the rest, the
+        update bound by memory."""
+        fwd = 2.0 * parameters * batch / self.flops
+        bwd = (self.flops_per_param - 2.0) * parameters * batch / self.flops
+        return Compute(fwd, bwd, self.update_bytes * parameters / self.hbm, 0.0)
+
+    def buckets(self, parameters):
+        """Buckets of the fusion size, ready at even steps of backward (layers
+        of equal cost, in reverse order)."""
+        per = self.fusion // 4
+        n = max(1, int(math.ceil(parameters / float(per))))
+        return [Bucket(min(per, parameters - i * per), True, (i + 1) / float(n)) for i in range(n)]
+
+
+def project_step(cluster, parameters, batch, k, gbit, strategy, codec, bits):
+    rates = cluster.rates[bits] if bits else cluster.plain
+    return step_time(cluster.buckets(parameters), cluster.compute(parameters, batch), k, cluster.link(k, gbit),
+                     rates, cores=k, strategy=strategy, codec=codec, compute_scale=1.0)
+
+
+PAYS = 0.01   # compression "pays" while it makes the step at least 1% faster
+
+
+def break_even(cluster, parameters, batch, k, strategy, codec, bits, ref, lo=0.01, hi=1.0e5):
+    """The link rate (Gbit/s) above which `strategy` stops making the step at
+    least 1% faster than the reference configuration `ref` (strategy, codec):
+    None when it pays at every rate up to `hi`, 0 when at none down to `lo`."""
+    return pays_below(lambda g: project_step(cluster, parameters, batch, k, g, ref[0], ref[1], None)[0],
+                      lambda g: project_step(cluster, parameters, batch, k, g, strategy, codec, bits)[0], lo, hi)
+
+
+def pays_below(ref_time, time, lo=0.01, hi=1.0e5):
+    """The link rate (Gbit/s) below which time(rate) is at least 1% under
+    ref_time(rate): None when it is at every rate up to `hi`, 0 when at none
+    down to `lo`. Bisection on a log scale (30 halvings: a relative
+    precision of 2e-8 over 1e-2..1e5)."""
+    def gain(g):
+        return ref_time(g) / time(g) - 1.0 - PAYS
+    if gain(hi) > 0:
+        return None
+    if gain(lo) <= 0:
+        return 0.0
+    for _ in range(30):
+        mid = math.sqrt(lo * hi)
+        if gain(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)

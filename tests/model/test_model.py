@@ -229,6 +229,48 @@ class Calibration(unittest.TestCase):
             qm.fit_host(rows[:1], rates, cores=2)
 
 
+class Projection(unittest.TestCase):
+    PARAMS = os.path.join(REPO, "benchmarks", "model", "params", "h200-cluster.json")
+
+    def params(self):
+        with open(self.PARAMS) as f:
+            return json.load(f)
+
+    def test_every_value_of_the_parameter_file_names_its_source(self):
+        p = self.params()
+        for key, entry in p.items():
+            if isinstance(entry, dict):
+                self.assertTrue(entry.get("source"), key)
+                self.assertRegex(entry["source"], r"^(measured|vendor|assumed|the )", key)
+        del p["hbm_GBps"]["source"]
+        with self.assertRaisesRegex(qm.ModelError, "'hbm_GBps' needs a value and a source"):
+            qm.Cluster(p)
+
+    def test_the_measured_bits_are_those_of_the_committed_codec_report(self):
+        with open(os.path.join(REPO, "results", "reference", "codecs", "report.json")) as f:
+            rows = json.load(f)["rows"]
+        bits = qm.param(self.params(), "bits_per_dim")
+        for b, s in (("2", 4), ("4", 16), ("8", 256)):
+            row = next(r for r in rows if r["input"] == "gaussian" and r["codec"] == "fixed" and r["s"] == s)
+            self.assertAlmostEqual(bits[b], row["bits_per_dim"], delta=1e-3)
+
+    def test_a_ring_inside_a_node_runs_on_nvlink_and_across_nodes_on_the_nic(self):
+        c = qm.Cluster(self.params())
+        self.assertEqual(c.link(8, 1).name, "NVLink")
+        self.assertAlmostEqual(c.link(16, 100).beta, 8.0 / 100e9, places=20)
+
+    def test_compression_pays_below_the_break_even_rate_and_not_above(self):
+        c = qm.Cluster(self.params())
+        n, b, k = 100_000_000, 32, 64
+        be = qm.break_even(c, n, b, k, "scatter-reduce", "fixed", "4", ("allreduce16", "bf16"))
+        self.assertIsNotNone(be)
+        self.assertGreater(be, 0.0)
+        for g, pays in ((be / 2, True), (be * 2, False)):
+            q = qm.project_step(c, n, b, k, g, "scatter-reduce", "fixed", "4")[0]
+            ref = qm.project_step(c, n, b, k, g, "allreduce16", "bf16", None)[0]
+            self.assertEqual(ref / q > 1.0 + qm.PAYS, pays, "at %g Gbit/s" % g)
+
+
 class Command(unittest.TestCase):
     PROG = os.path.join(REPO, "benchmarks", "model", "qsgd-model")
     DATA = os.path.join(REPO, "results", "reference", "model")
@@ -261,10 +303,32 @@ class Command(unittest.TestCase):
         for row in doc["steps"]:
             self.assertAlmostEqual(row["error"], row["predicted_s"] / row["measured_s"] - 1.0, places=12)
             self.assertGreater(row["ranks"], 1)
+        # The break-even check: one entry per model and 4-bit strategy at the largest K, each
+        # measured rate compared with the prediction of the same rows.
+        self.assertEqual({(b["model"], b["config"]) for b in doc["break_even"]},
+                         {(r["model"], r["strategy"] + " 4-bit") for r in doc["steps"]
+                          if r["strategy"] in ("scatter-reduce", "allgather")})
+        for b in doc["break_even"]:
+            self.assertGreater(len(b["at_measured_rates"]), 0)
+            for x in b["at_measured_rates"]:
+                self.assertEqual(x["agree"], (x["measured_speedup"] > 1.01) == (x["predicted_speedup"] > 1.01))
 
     def test_validate_limits_set_the_exit_status(self):
         r = self.run_model("validate", self.DATA, "--max-error", "0")
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+
+    def test_project_lists_every_model_and_its_assumptions(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "p.json")
+            r = self.run_model("project", Projection.PARAMS, "--json", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+        with open(Projection.PARAMS) as f:
+            params = json.load(f)
+        self.assertEqual({x["model"] for x in doc["steps"]}, {m["name"] for m in params["models"]["value"]})
+        self.assertIn("assumed:", r.stdout)
+        self.assertIn("vendor:", r.stdout)
 
     def test_a_missing_directory_is_named(self):
         r = self.run_model("fit", "/nonexistent/model-data")
