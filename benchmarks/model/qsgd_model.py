@@ -111,6 +111,14 @@ class Rates:
         return self.bits[codec]
 
 
+def bits_of_levels(s):
+    """The paper's bit width of s levels (s = 2^b), or None (no quantization)."""
+    if not s:
+        return None
+    b = int(round(math.log2(s)))
+    return b if 2 ** b == s else None
+
+
 def share_factor(ranks_on_cores, cores):
     """How much slower a kernel runs when `ranks_on_cores` single-threaded ranks
     share `cores` cores (MPI waits spin, so a waiting rank takes its share)."""
@@ -134,7 +142,9 @@ class Prediction:
     scaling): a trainer runs the first in a backward hook and the second in
     its wait; the rest of `total` is time the exchange holds the network."""
 
-    def __init__(self, total, network, cpu, wire_bytes, formula, before=0.0, after=0.0, segments=None):
+    def __init__(self, total, network, cpu, wire_bytes, formula, before=0.0, after=0.0, segments=None,
+                 inside=0.0):
+        self.inside = inside   # kernels run inside the network segments (the ring's additions)
         self.total = total
         self.network = network
         self.cpu = cpu
@@ -171,7 +181,7 @@ def ring_allreduce(n, k, link, rates, share, elem_bytes=4, passes_before=0.0, pa
     copy = share * rates.seconds("memcpy/kokkos", n)
     cpu = (passes_before + (k - 1) / float(k) + passes_after) * copy
     return Prediction(net + cpu, net, cpu, wire, "ring: %d msgs, %.0f B, %s-bound" % (msgs, wire, link.bound(share)),
-                      passes_before * copy, passes_after * copy)
+                      passes_before * copy, passes_after * copy, inside=(k - 1) / float(k) * copy)
 
 
 def allgather(n, k, link, rates, share, codec):
@@ -274,13 +284,16 @@ def exchange(strategy, codec, n, k, link, rates, cores):
 
 
 def _ring_terms(rows, rates, cores):
-    """(messages, wire bytes, measured time less the model's CPU time, measured
-    time) of fp32 ring allreduce rows (n, K, seconds)."""
+    """(messages, wire bytes x the cores' share, measured time less the
+    model's CPU time, measured time) of fp32 ring allreduce rows (n, K,
+    seconds)."""
     unit = Link(0.0, 1.0)
     out = []
     for n, k, t in rows:
-        parts = ring_allreduce(n, k, unit, rates, share_factor(k, cores))
-        out.append((2 * (k - 1) * pieces(4.0 * n / k), parts.wire_bytes, t - parts.cpu, t))
+        share = share_factor(k, cores)
+        parts = ring_allreduce(n, k, unit, rates, share)
+        # The stack's cost per byte is shared like the kernels (gamma x share).
+        out.append((2 * (k - 1) * pieces(4.0 * n / k), parts.wire_bytes * share, t - parts.cpu, t))
     return out
 
 
@@ -312,10 +325,13 @@ def fit_host(rows, rates, cores, name="unshaped"):
 
 def fit_wire(rows, rates, cores, host, burst, name):
     """beta of a shaped link: the per-byte slope of fp32 ring allreduces with
-    the host's alpha and gamma fixed, fitted on the rows whose wire bytes are
-    at least four times the link's burst (smaller transfers leave faster than
-    the rate and would not measure it). Returns the link and how many rows it
-    was fitted on."""
+    the host's alpha fixed, fitted on the rows whose wire bytes are at least
+    four times the link's burst (smaller transfers leave faster than the rate
+    and would not measure it). The slope is what a byte cost at the fit's K
+    (2 ranks, a core each): the wire, or the host stack where it is slower
+    (the model takes max(beta, gamma x share), so such a beta stands for the
+    measured cost, not the nominal rate). Returns the link and how many rows
+    it was fitted on."""
     terms = [x for x in _ring_terms(rows, rates, cores) if x[1] >= 4 * burst]
     if not terms:
         raise ModelError("link %s: no fp32 ring allreduce moves at least 4 x the %d-byte burst per rank; "
@@ -435,7 +451,7 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
     # The rank's cores also bound the step: every kernel, the compute, and
     # the host stack's copies of every byte run on them, whether or not the
     # timeline above found the network free.
-    cpu_total = fwd + bwd + upd + other + hooks + sum(p.after for p in preds) \
+    cpu_total = fwd + bwd + upd + other + hooks + sum(p.after + p.inside for p in preds) \
         + sum(cpu for i in deferred for cpu, _ in preds[i].segments[deferred[i][0]:]) \
         + sum(p.wire_bytes for p in preds) * link.gamma * share_factor(k, cores)
     total = max(timeline, cpu_total)

@@ -615,36 +615,52 @@ TEST(Bucketer, ProgressThreadSleepsOnceTheTransferIsDone) {
   // A bucket whose transfer is over but whose wait() has not come yet (the
   // caller still computing) must cost the caller nothing: the progress
   // thread polled every poll_us until the caller's wait, taking a third of
-  // a core from backward on 2 cores. Here it polls while the ring runs, then
-  // sleeps until the caller's next call; the result is unchanged.
+  // a core from backward on 2 cores. Here it polls while the transfer runs,
+  // then sleeps until the caller's next call, and that call wakes it. The
+  // fp32 ring finishes inside the polls; the ring allgather leaves its
+  // decoding to the caller (no request in flight, not finished).
   const Communicator comm = Communicator::world();
   if (comm.size() < 2) GTEST_SKIP() << "needs a peer: a single rank posts nothing and runs no progress thread";
   const int me = comm.rank();
-  const std::uint64_t n = 30000;
-  auto cx = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
-  auto dx = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
-  qsgd::comm::BucketerConfig bc;
-  bc.progress_thread = true;
-  qsgd::comm::Bucketer<Exec> bk(*cx, *dx, bc);
-  bk.add(n);
-  bk.plan();
-  const auto g = gradient(70, me, n);
-  Values grad = to_device(g);
-  bk.begin_step(3);
-  bk.push_inplace(0, grad);
-  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);  // every rank has started the bucket
-  // 120 KB over shared memory: done well within this, even under sanitizers.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::uint64_t before = bk.polls();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // "backward": no call into the bucketer
-  const std::uint64_t during = bk.polls() - before;
-  EXPECT_GE(before, 1u) << "the thread never polled the transfer";
-  EXPECT_LE(during, 1u) << "the progress thread kept polling a finished transfer for 200 ms (" << during
-                        << " rounds; poll_us " << bc.poll_us << ")";
-  bk.wait(0, grad);
-  const auto got = to_host(grad, n);
-  EXPECT_TRUE(identical_on_all_ranks(comm, got));
-  EXPECT_TRUE(same_bits(got, run(*cx, g, 0, 3)));
+  const std::uint64_t n = 30720;  // a multiple of d = 512: one unpadded bucket, exchanged in place
+  for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allgather}) {
+    auto cx = make_exchange(config(k, codec(k == StrategyKind::allreduce ? CodecKind::fp32 : CodecKind::fixed)), comm);
+    auto dx = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+    qsgd::comm::BucketerConfig bc;
+    bc.progress_thread = true;
+    qsgd::comm::Bucketer<Exec> bk(*cx, *dx, bc);
+    bk.add(n);
+    bk.plan();
+    const auto g = gradient(70, me, n);
+    Values grad = to_device(g);
+    bk.begin_step(3);
+    bk.push_inplace(0, grad);
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);  // every rank has started the bucket
+    // Until the count stands still for 100 ms (the transfer is over and the
+    // thread idle), within 10 s: a loaded or sanitized machine may be slow.
+    std::uint64_t last = bk.polls();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const std::uint64_t now = bk.polls();
+      if (now == last || std::chrono::steady_clock::now() > deadline) break;
+      last = now;
+    }
+    const std::uint64_t before = bk.polls();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // "backward": no call into the bucketer
+    const std::uint64_t during = bk.polls() - before;
+    EXPECT_GE(before, 1u) << qsgd::comm::to_string(k) << ": the thread never polled the transfer";
+    EXPECT_LE(during, 1u) << qsgd::comm::to_string(k) << ": the progress thread kept polling a finished transfer "
+                          << "for 200 ms (" << during << " rounds; poll_us " << bc.poll_us << ")";
+    // A call into the bucketer (a layer hook) wakes it for at least one round.
+    bk.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_GT(bk.polls(), before + during) << qsgd::comm::to_string(k) << ": a call did not wake the thread";
+    bk.wait(0, grad);
+    const auto got = to_host(grad, n);
+    EXPECT_TRUE(identical_on_all_ranks(comm, got)) << qsgd::comm::to_string(k);
+    EXPECT_TRUE(same_bits(got, run(*cx, g, 0, 3))) << qsgd::comm::to_string(k);
+  }
 }
 
 TEST(Bucketer, PlanMismatchNamesTheRanks) {

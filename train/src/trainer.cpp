@@ -156,7 +156,7 @@ qc::BucketerConfig bucketer_config(const Options& o) {
   return bc;
 }
 
-// The buckets in the order they fill (reverse layer order), as JSON for the
+// The buckets in bucket order (by their first tensor, in backward order), as JSON for the
 // trace: elements (padding included), compressed or dense, tensors.
 template <class Buckets>
 std::string bucket_plan_json(const Buckets& buckets) {

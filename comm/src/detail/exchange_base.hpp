@@ -219,7 +219,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
         }
         op.stats.comm_s += t.call;
         op.stats.decode_s += t.reduce;
-        pending = pending || (op.schedule != nullptr && op.poll_error.empty());
+        pending = pending || (op.schedule != nullptr && op.schedule->requests_in_flight() && op.poll_error.empty());
       } else if (op.nreqs > 0) {
         const auto t0 = Clock::now();
         const bool done = test_requests(op);

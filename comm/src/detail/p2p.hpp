@@ -81,6 +81,10 @@ class Schedule {
   // thread's poll) only the network moves. True when finished.
   bool advance(bool block, ScheduleTimes& t, bool work = true);
   bool finished() const { return pending_ == 0 && done(); }
+  // Requests posted and not yet completed: only then can a network-only
+  // advance (a progress thread's poll) move anything; with none, what is left
+  // is the caller's local work (decoding pieces) or nothing.
+  bool requests_in_flight() const { return pending_ > 0; }
   // Requests completed and work items done since start(): progress seen by a
   // caller's own loop.
   std::uint64_t completions() const { return completions_; }
