@@ -282,13 +282,17 @@ class Command(unittest.TestCase):
     def run_model(self, *args):
         return subprocess.run(["/usr/bin/python3", self.PROG] + list(args), capture_output=True, text=True, timeout=120)
 
-    def test_validate_predicts_every_committed_row(self):
+    def run_json(self, *args):
+        """Runs qsgd-model with --json; its exit status must be 0. Returns (the run, the document)."""
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "v.json")
-            r = self.run_model("validate", self.DATA, "--json", out)
+            out = os.path.join(tmp, "out.json")
+            r = self.run_model(*(list(args) + ["--json", out]))
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(out) as f:
-                doc = json.load(f)
+                return r, json.load(f)
+
+    def test_validate_predicts_every_committed_row(self):
+        r, doc = self.run_json("validate", self.DATA)
         expected = 0
         for name in os.listdir(self.DATA):
             if name.startswith("val-") and name.endswith(".json"):
@@ -322,12 +326,7 @@ class Command(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
 
     def test_project_lists_every_model_and_its_assumptions(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "p.json")
-            r = self.run_model("project", Projection.PARAMS, "--json", out)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(out) as f:
-                doc = json.load(f)
+        r, doc = self.run_json("project", Projection.PARAMS)
         with open(Projection.PARAMS) as f:
             params = json.load(f)
         self.assertEqual({x["model"] for x in doc["steps"]}, {m["name"] for m in params["models"]["value"]})
