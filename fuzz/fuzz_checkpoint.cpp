@@ -1,15 +1,15 @@
 // Checkpoint reader harness (train/include/qsgd/train/checkpoint.hpp). Contract:
 // load_checkpoint returns the state or throws std::runtime_error whose
 // message names the file; it allocates only after the file's size matched
-// the parameter count (so in proportion to the file); a state it returns is
-// what the file holds, and saving it again writes the same file (the
-// reserved word, which the reader ignores, comes back as zero).
+// the parameter and rank counts (so in proportion to the file); a state it
+// returns is what the file holds, and saving it again writes the same file
+// (the reserved word, which the reader ignores, comes back as zero).
 //
 // Input: u8 mode, then the file. Mode bit 0 re-seals the trailing CRC32C so
 // that mutations reach the fields behind it; bit 1 makes the run expect a
-// fixed configuration hash and parameter count (those of the seeds), else
-// the ones the file states, so that both the mismatch checks and the size
-// and allocation logic after them are reached.
+// fixed configuration hash, parameter count and rank count (those of the
+// seeds), else the ones the file states, so that both the mismatch checks
+// and the size and allocation logic after them are reached.
 
 #include <algorithm>
 #include <cstdint>
@@ -27,10 +27,21 @@ namespace {
 
 using namespace qsgd_fuzz;
 
-constexpr std::size_t head = 8 + 4 + 4 + 5 * 8;  // checkpoint.hpp: magic, version, reserved, five u64
+// checkpoint.hpp: magic, version, ranks, five u64, flags, reserved; then
+// 32 bytes per rank.
+constexpr std::size_t head = 8 + 4 + 4 + 5 * 8 + 4 + 4;
+constexpr std::size_t rank_bytes = 32;
 // A model's size as the trainer passes it: the largest reference model has
 // about 20 M parameters; above this the harness expects this many instead.
 constexpr std::uint64_t max_expected_n = std::uint64_t(1) << 24;
+// Ranks as a run passes them: 1 to this many.
+constexpr std::uint64_t max_expected_ranks = 1024;
+
+std::uint32_t u32_at(const std::vector<std::uint8_t>& b, std::size_t at) {
+  std::uint32_t v = 0;
+  if (b.size() >= at + 4) std::memcpy(&v, b.data() + at, 4);
+  return v;
+}
 
 std::uint64_t u64_at(const std::vector<std::uint8_t>& b, std::size_t at) {
   std::uint64_t v = 0;
@@ -56,14 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   file.write(b.data(), b.size());
 
   std::uint64_t expect_hash = checkpoint_seed::hash, expect_n = checkpoint_seed::n;
+  std::uint64_t expect_ranks = checkpoint_seed::ranks;
   if (!(mode & 2)) {
     expect_hash = u64_at(b, 16);
     expect_n = std::min(u64_at(b, 48), max_expected_n);
+    expect_ranks = std::clamp<std::uint64_t>(u32_at(b, 12), 1, max_expected_ranks);
   }
 
   qsgd::train::CheckpointState st;
   try {
-    st = qsgd::train::load_checkpoint(file.path(), expect_hash, expect_n);
+    st = qsgd::train::load_checkpoint(file.path(), expect_hash, expect_n, expect_ranks);
   } catch (const std::runtime_error& e) {
     QSGD_FUZZ_CHECK(std::string(e.what()).find(file.path()) != std::string::npos, "checkpoint.error-names-file",
                     "the message does not name the file: " << e.what());
@@ -73,14 +86,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   // Accepted: the state is the file's content.
-  QSGD_FUZZ_CHECK(b.size() == head + 8 * expect_n + 4, "checkpoint.accepted-size",
-                  "accepted a " << b.size() << "-byte file for " << expect_n << " parameters");
-  QSGD_FUZZ_CHECK(st.config_hash == expect_hash && st.params.size() == expect_n && st.momentum.size() == expect_n,
+  const std::size_t body = head + rank_bytes * expect_ranks;
+  QSGD_FUZZ_CHECK(b.size() == body + 8 * expect_n + 4, "checkpoint.accepted-size",
+                  "accepted a " << b.size() << "-byte file for " << expect_n << " parameters and " << expect_ranks
+                                << " ranks");
+  QSGD_FUZZ_CHECK(st.config_hash == expect_hash && st.params.size() == expect_n && st.momentum.size() == expect_n &&
+                      st.ranks.size() == expect_ranks,
                   "checkpoint.accepted-fields", "the state's hash or sizes differ from what the run expects");
-  QSGD_FUZZ_CHECK(st.step == u64_at(b, 24) && st.epoch == u64_at(b, 32) && st.step_in_epoch == u64_at(b, 40),
-                  "checkpoint.accepted-fields", "step, epoch or step in epoch differ from the file's");
-  QSGD_FUZZ_CHECK(expect_n == 0 || (std::memcmp(st.params.data(), b.data() + head, 4 * expect_n) == 0 &&
-                                    std::memcmp(st.momentum.data(), b.data() + head + 4 * expect_n, 4 * expect_n) == 0),
+  QSGD_FUZZ_CHECK(st.step == u64_at(b, 24) && st.epoch == u64_at(b, 32) && st.step_in_epoch == u64_at(b, 40) &&
+                      st.target_reached == (u32_at(b, 56) == 1),
+                  "checkpoint.accepted-fields", "step, epoch, step in epoch or flags differ from the file's");
+  for (std::size_t r = 0; r < st.ranks.size(); ++r) {
+    const qsgd::train::RankTotals& t = st.ranks[r];
+    const std::size_t at = head + rank_bytes * r;
+    QSGD_FUZZ_CHECK(std::memcmp(&t.train_time, b.data() + at, 8) == 0 &&
+                        std::memcmp(&t.epoch_time, b.data() + at + 8, 8) == 0 &&
+                        std::memcmp(&t.loss_sum, b.data() + at + 16, 8) == 0 && t.loss_n == u64_at(b, at + 24),
+                    "checkpoint.accepted-fields", "rank " << r << "'s totals differ from the file's");
+  }
+  QSGD_FUZZ_CHECK(expect_n == 0 || (std::memcmp(st.params.data(), b.data() + body, 4 * expect_n) == 0 &&
+                                    std::memcmp(st.momentum.data(), b.data() + body + 4 * expect_n, 4 * expect_n) == 0),
                   "checkpoint.accepted-fields", "parameters or momentum differ from the file's");
 
   // Saving the state writes the file back (with the reserved word zero).
@@ -90,7 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     violation("checkpoint.resave", std::string("saving a loaded state failed: ") + e.what());
   }
   std::vector<std::uint8_t> canonical = b;
-  std::fill(canonical.begin() + 12, canonical.begin() + 16, std::uint8_t(0));
+  std::fill(canonical.begin() + 60, canonical.begin() + 64, std::uint8_t(0));
   put_crc(canonical);
   QSGD_FUZZ_CHECK(again.read() == canonical, "checkpoint.resave", "saving the loaded state wrote another file");
   return 0;

@@ -199,14 +199,17 @@ void message_struct_seeds(const std::string& root) {
 void checkpoint_seeds(const std::string& root, const std::string& scratch) {
   const Out out(root, "checkpoint");
   std::mt19937_64 rng(5);
-  // No seed of 0 parameters while checkpoint.empty-state-memcpy is open
-  // (regressions/open.txt): every replay would stop at it.
-  for (std::uint64_t n : {checkpoint_seed::n, std::uint64_t(1), std::uint64_t(17)}) {
+  for (std::uint64_t n : {checkpoint_seed::n, std::uint64_t(0), std::uint64_t(1), std::uint64_t(17)}) {
     qsgd::train::CheckpointState st;
-    st.config_hash = n == checkpoint_seed::n ? checkpoint_seed::hash : rng();
+    const bool fixed = n == checkpoint_seed::n;  // the run the harness's mode bit 1 expects
+    st.config_hash = fixed ? checkpoint_seed::hash : rng();
     st.step = 12;
     st.epoch = 1;
     st.step_in_epoch = 4;
+    st.target_reached = n == 1;
+    const std::uint64_t ranks = fixed ? checkpoint_seed::ranks : 1 + n % 4;
+    for (std::uint64_t r = 0; r < ranks; ++r)
+      st.ranks.push_back({1.5 * static_cast<double>(r + 1), 0.25 * static_cast<double>(r), 2.0 + static_cast<double>(r), 4 + r});
     for (std::uint64_t i = 0; i < n; ++i) {
       st.params.push_back(static_cast<float>(i) * 0.5f - 1.0f);
       st.momentum.push_back(static_cast<float>(i) * -0.25f);
@@ -214,7 +217,7 @@ void checkpoint_seeds(const std::string& root, const std::string& scratch) {
     qsgd::train::save_checkpoint(scratch, st);
     const std::vector<std::uint8_t> b = read_file(scratch);
     for (std::uint8_t mode : {0, 1, 2, 3}) {
-      if (n != checkpoint_seed::n && (mode & 2)) continue;
+      if (!fixed && (mode & 2)) continue;
       out.write("n" + std::to_string(n) + "-mode" + std::to_string(mode), mode, b);
     }
   }

@@ -7,6 +7,10 @@
 #
 # usage: slurm/qsgd-submit.sh [options]
 #   --sweep FILE          sweep spec (slurm/sweeps/default.conf)
+#   --site FILE           site file: partition, account, constraint, MPI plugin,
+#                         GPU request, binding, site environment (modules) of
+#                         one cluster (slurm/sites/*.conf); options given on the
+#                         command line override it
 #   --out DIR             sweep directory (results/slurm/<name>); must be on a
 #                         file system the compute nodes share
 #   --gpus LIST           GPU counts K, e.g. 1,2,4,8,16 (spec: gpus)
@@ -26,10 +30,28 @@
 #   --cpu-bind SPEC       srun --cpu-bind (cores; in CPU mode the site's default)
 #   --cpus-per-task N     CPU cores per rank (site default if not given)
 #   --time T              time limit per array task (spec: time)
+#   --signal-before S     SIGUSR1 to each array task S seconds before its time
+#                         limit (sbatch --signal=B:USR1@S; default 120; 0 =
+#                         none): its ranks checkpoint after the current step
+#                         and the task requeues itself and resumes
+#   --no-requeue          at the signal, checkpoint and stop; the next
+#                         submission (or rerun-K<K>.sh) resumes the run
+#   --checkpoint-every N  also checkpoint every N steps (spec: checkpoint_every;
+#                         default 0: at epoch ends and at the signal), which
+#                         bounds the work a node failure or hard kill loses
 #   --partition P  --account A  --qos Q
 #   --sbatch-arg ARG      extra sbatch option for every job: the arrays and the
 #                         collect job (repeatable; e.g. a constraint -C gpu)
 #   --max-parallel N      at most N tasks of one array at a time (--array=...%N)
+#   --per-k               one allocation per K instead of a job array: the same
+#                         nodes run the exchange benchmark, then every
+#                         configuration one after the other
+#                         (slurm/qsgd-allocation.sbatch); --time is then the
+#                         allocation's limit (default: spec time x runs)
+#   --bench PATH          qsgd-bench-exchange for --per-k (default: next to --train)
+#   --bench-args ARGS     its options, word-split (default: -b 4M -e 64M
+#                         --transports ring --codecs CODEC of the spec)
+#   --no-baseline         --per-k without the exchange benchmark
 #   --no-collect          do not submit the collect job (by default one is
 #                         submitted every time, after every task of the sweep
 #                         that is queued or running, this submission's and
@@ -55,17 +77,28 @@ declare -A shape=()
 mode="gpu"
 mpi=""
 train="$repo/build/release/benchmarks/qsgd-train"
-site_env="$here/site-env.sh"
-gpu_bind="single:1"
-gpu_request="gpus-per-node"
+# Site settings: empty until the command line or the site file sets them;
+# the defaults come after both are read.
+site_file=""
+site_env=""
+gpu_bind=""
+gpu_request=""
 cpu_bind=""
 cpus_per_task=""
 time_opt=""
 partition=""
 account=""
 qos=""
+constraint=""
+signal_before=""
+requeue=""
+checkpoint_every=""
 extra_sbatch=()
 max_parallel=""
+per_k=0
+bench=""
+bench_args=""
+baseline=1
 collect=1
 dry_run=0
 
@@ -75,6 +108,7 @@ while [ $# -gt 0 ]; do
   case "$1" in --*=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;; esac
   case "$1" in
     --sweep) need "$@"; sweep_file="$2"; shift ;;
+    --site) need "$@"; site_file="$2"; shift ;;
     --out) need "$@"; out="$2"; shift ;;
     --gpus) need "$@"; gpus_opt="${2//,/ }"; shift ;;
     --gpus-per-node) need "$@"; gpn_opt="$2"; shift ;;
@@ -88,10 +122,7 @@ while [ $# -gt 0 ]; do
     --train) need "$@"; train="$2"; shift ;;
     --site-env) need "$@"; site_env="$2"; shift ;;
     --gpu-bind) need "$@"; gpu_bind="$2"; shift ;;
-    --gpu-request)
-      need "$@"
-      [ "$2" = gpus-per-node ] || [ "$2" = gres ] || die "--gpu-request must be gpus-per-node or gres, got '$2'"
-      gpu_request="$2"; shift ;;
+    --gpu-request) need "$@"; gpu_request="$2"; shift ;;
     --cpu-bind) need "$@"; cpu_bind="$2"; shift ;;
     --cpus-per-task) need "$@"; cpus_per_task="$2"; shift ;;
     --time) need "$@"; time_opt="$2"; shift ;;
@@ -99,7 +130,14 @@ while [ $# -gt 0 ]; do
     --account) need "$@"; account="$2"; shift ;;
     --qos) need "$@"; qos="$2"; shift ;;
     --sbatch-arg) need "$@"; extra_sbatch+=("$2"); shift ;;
+    --signal-before) need "$@"; signal_before="$2"; shift ;;
+    --no-requeue) requeue=0 ;;
+    --checkpoint-every) need "$@"; checkpoint_every="$2"; shift ;;
     --max-parallel) need "$@"; max_parallel="$2"; shift ;;
+    --per-k) per_k=1 ;;
+    --bench) need "$@"; bench="$2"; shift ;;
+    --bench-args) need "$@"; bench_args="$2"; shift ;;
+    --no-baseline) baseline=0 ;;
     --no-collect) collect=0 ;;
     --dry-run) dry_run=1 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
@@ -108,24 +146,77 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# ---- the sweep spec: "key = value" lines, '#' comments -----------------------
+# ---- "key = value" files, '#' comments: the sweep spec and the site file ----
+read_conf() {  # read_conf FILE ARRAY: fills the associative array ARRAY
+  local -n into="$2"
+  local line lineno=0
+  while IFS= read -r line || [ -n "$line" ]; do
+    lineno=$((lineno + 1))
+    line="${line%%#*}"
+    [[ "$line" =~ ^[[:space:]]*$ ]] && continue
+    [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_.-]*)[[:space:]]*=[[:space:]]*(.*[^[:space:]])?[[:space:]]*$ ]] ||
+      die "$1:$lineno: expected 'key = value'"
+    into[${BASH_REMATCH[1]}]="${BASH_REMATCH[2]}"
+  done <"$1"
+}
 [ -f "$sweep_file" ] || die "sweep spec '$sweep_file' not found"
 declare -A spec=()
-lineno=0
-while IFS= read -r line || [ -n "$line" ]; do
-  lineno=$((lineno + 1))
-  line="${line%%#*}"
-  [[ "$line" =~ ^[[:space:]]*$ ]] && continue
-  [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_.-]*)[[:space:]]*=[[:space:]]*(.*[^[:space:]])?[[:space:]]*$ ]] ||
-    die "$sweep_file:$lineno: expected 'key = value'"
-  spec[${BASH_REMATCH[1]}]="${BASH_REMATCH[2]}"
-done <"$sweep_file"
+read_conf "$sweep_file" spec
 for key in "${!spec[@]}"; do
   case "$key" in
-    name|models|strategies|bits|codec|gpus|gpus_per_node|time|train_args|args.*) ;;
+    name|models|strategies|bits|codec|gpus|gpus_per_node|time|checkpoint_every|train_args|args.*) ;;
     *) die "$sweep_file: unknown key '$key'" ;;
   esac
 done
+
+# The site file (slurm/README.md, "Site files"): one cluster's settings.
+# Command-line options win over it, and it wins over the sweep spec's
+# gpus_per_node (a property of the cluster's nodes).
+declare -A site_conf=()
+site_sbatch=()
+if [ -n "$site_file" ]; then
+  [ -f "$site_file" ] || die "site file '$site_file' not found"
+  read_conf "$site_file" site_conf
+  site_dir="$(cd "$(dirname "$site_file")" && pwd)"
+  for key in "${!site_conf[@]}"; do
+    val="${site_conf[$key]}"
+    case "$key" in
+      partition) partition="${partition:-$val}" ;;
+      account) account="${account:-$val}" ;;
+      qos) qos="${qos:-$val}" ;;
+      constraint) constraint="$val" ;;
+      mpi) mpi="${mpi:-$val}" ;;
+      gpu_request) gpu_request="${gpu_request:-$val}" ;;
+      gpus_per_node) gpn_opt="${gpn_opt:-$val}" ;;
+      gpu_bind) gpu_bind="${gpu_bind:-$val}" ;;
+      cpu_bind) cpu_bind="${cpu_bind:-$val}" ;;
+      cpus_per_task) cpus_per_task="${cpus_per_task:-$val}" ;;
+      signal_before) signal_before="${signal_before:-$val}" ;;
+      requeue)
+        case "$val" in yes|no) ;; *) die "$site_file: requeue must be yes or no, got '$val'" ;; esac
+        [ -n "$requeue" ] || { [ "$val" = yes ] && requeue=1 || requeue=0; } ;;
+      site_env)  # relative to the site file's directory
+        if [ -z "$site_env" ]; then
+          case "$val" in /*) site_env="$val" ;; *) site_env="$site_dir/$val" ;; esac
+        fi ;;
+      sbatch_args) read -ra site_sbatch <<<"$val" ;;
+      *) die "$site_file: unknown key '$key'" ;;
+    esac
+  done
+fi
+# The site file's sbatch options first: the command line's come later and win.
+extra_sbatch=("${site_sbatch[@]}" "${extra_sbatch[@]}")
+site_env="${site_env:-$here/site-env.sh}"
+gpu_bind="${gpu_bind:-single:1}"
+gpu_request="${gpu_request:-gpus-per-node}"
+[ "$gpu_request" = gpus-per-node ] || [ "$gpu_request" = gres ] ||
+  die "the GPU request must be gpus-per-node or gres, got '$gpu_request'"
+signal_before="${signal_before:-120}"
+requeue="${requeue:-1}"
+checkpoint_every="${checkpoint_every:-${spec[checkpoint_every]:-0}}"
+[[ "$signal_before" =~ ^[0-9]+$ ]] && [ "$signal_before" -le 65535 ] ||
+  die "--signal-before must be 0 to 65535 seconds, got '$signal_before'"
+[[ "$checkpoint_every" =~ ^[0-9]+$ ]] || die "--checkpoint-every must be a number of steps, got '$checkpoint_every'"
 
 name="${spec[name]:-$(basename "$sweep_file" .conf)}"
 [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || die "sweep name '$name' may hold only letters, digits, '.', '_' and '-'"
@@ -148,6 +239,32 @@ for b in "${bits[@]}"; do is_uint "$b" || die "bit width must be a positive inte
 
 out="$(abspath "${out:-$repo/results/slurm/$name}")"
 train="$(abspath "$train")"
+if [ "$per_k" = 1 ] && [ "$baseline" = 1 ]; then
+  bench="$(abspath "${bench:-$(dirname "$train")/qsgd-bench-exchange}")"
+  bench_args="${bench_args:--b 4M -e 64M --transports ring --codecs $codec}"
+  if [ ! -x "$bench" ]; then
+    [ "$dry_run" = 1 ] || die "$bench is not an executable (build qsgd-bench-exchange, pass --bench PATH, or --no-baseline)"
+    echo "# $prog: note: $bench does not exist yet" >&2
+  fi
+fi
+
+# Slurm time limits ("M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S") in
+# seconds, and back as D-HH:MM:SS.
+time_seconds() {
+  local t="$1" d=0 h=0 m=0 sec=0
+  if [[ "$t" =~ ^([0-9]+)-([0-9]+)(:([0-9]+)(:([0-9]+))?)?$ ]]; then
+    d=${BASH_REMATCH[1]} h=${BASH_REMATCH[2]} m=${BASH_REMATCH[4]:-0} sec=${BASH_REMATCH[6]:-0}
+  elif [[ "$t" =~ ^([0-9]+):([0-9]+):([0-9]+)$ ]]; then
+    h=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]} sec=${BASH_REMATCH[3]}
+  elif [[ "$t" =~ ^([0-9]+)(:([0-9]+))?$ ]]; then
+    m=${BASH_REMATCH[1]} sec=${BASH_REMATCH[3]:-0}
+  else
+    die "time limit '$t' is not in a Slurm format (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)"
+  fi
+  echo $(((10#$d * 24 + 10#$h) * 3600 + 10#$m * 60 + 10#$sec))
+}
+slurm_time() { printf '%d-%02d:%02d:%02d' $(($1 / 86400)) $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)) $(($1 % 60)); }
+time_seconds "$time_limit" >/dev/null
 if [ -n "$site_env" ]; then
   site_env="$(abspath "$site_env")"
   if [ ! -f "$site_env" ]; then
@@ -239,13 +356,17 @@ fi
 
 # Array tasks of this sweep already queued or running (not re-submitted),
 # and their array job ids (the collect job waits for them too).
-declare -A active=() active_job=()
+# A queued or running allocation of a K (--per-k) holds every unfinished
+# configuration of that K.
+declare -A active=() active_job=() active_alloc=()
 if [ "$dry_run" = 0 ]; then
   command -v sbatch >/dev/null || die "sbatch not found (is Slurm's client in PATH? for a preview use --dry-run)"
   while read -r jname task array_id; do
     if [[ "$task" =~ ^[0-9]+$ ]]; then
       active["$jname/$task"]=1
       [[ "$array_id" =~ ^[0-9]+$ ]] && active_job["$jname/$task"]="$array_id"
+    elif [[ "$array_id" =~ ^[0-9]+$ ]]; then
+      active_alloc["$jname"]="$array_id"
     fi
   done < <(squeue -h -r -u "$(id -un)" -o '%j %K %A' 2>/dev/null || true)
 fi
@@ -277,6 +398,7 @@ site=()
 [ -z "$partition" ] || site+=(--partition="$partition")
 [ -z "$account" ] || site+=(--account="$account")
 [ -z "$qos" ] || site+=(--qos="$qos")
+[ -z "$constraint" ] || site+=(--constraint="$constraint")
 
 job_ids=()      # the arrays this submission queues
 waiting_ids=()  # arrays of earlier submissions with tasks still queued or running
@@ -290,6 +412,9 @@ for k in "${gpus[@]}"; do
     trace="$out/traces/${id}_K$k.h5"
     if trace_complete "$trace"; then
       n_done=$((n_done + 1))
+    elif [ -n "${active_alloc[$jname]:-}" ]; then
+      n_active=$((n_active + 1))
+      waiting_ids+=("${active_alloc[$jname]}")
     elif [ -n "${active[$jname/$idx]:-}" ]; then
       n_active=$((n_active + 1))
       [ -z "${active_job[$jname/$idx]:-}" ] || waiting_ids+=("${active_job[$jname/$idx]}")
@@ -312,9 +437,18 @@ for k in "${gpus[@]}"; do
   [ "$mode" = cpu ] || task_args+=(--gpu-bind "$gpu_bind" --gpu-request "$gpu_request")
   [ -z "$cpus_per_task" ] || task_args+=(--cpus-per-task "$cpus_per_task")
   [ -z "$site_env" ] || task_args+=(--site-env "$site_env")
+  [ "$checkpoint_every" = 0 ] || task_args+=(--checkpoint-every "$checkpoint_every")
+  # The checkpoint signal ahead of the time limit, to the batch script (B:),
+  # which forwards it to srun; the task then requeues itself.
+  restart=()
+  if [ "$signal_before" -gt 0 ]; then
+    restart+=(--signal="B:USR1@$signal_before")
+    # A requeued task appends to its log instead of truncating it.
+    if [ "$requeue" = 1 ]; then restart+=(--requeue --open-mode=append); task_args+=(--requeue); fi
+  fi
   # Everything but --array: the same command re-runs any single task.
-  base=(sbatch --parsable --job-name="$jname" "${res[@]}" --time="$time_limit" "${site[@]}" "${extra_sbatch[@]}"
-    --output="$out/logs/K$k-%A_%a.out" "$here/qsgd-array.sbatch" "${task_args[@]}")
+  base=(sbatch --parsable --job-name="$jname" "${res[@]}" --time="$time_limit" "${restart[@]}" "${site[@]}"
+    "${extra_sbatch[@]}" --output="$out/logs/K$k-%A_%a.out" "$here/qsgd-array.sbatch" "${task_args[@]}")
 
   echo "# K=$k: $nodes node(s) x $per_node $( [ "$mode" = gpu ] && echo GPUs || echo ranks ), $n_cfg runs: $n_done complete, $n_active queued or running, ${#todo[@]} to submit"
   if [ "$dry_run" = 0 ]; then
@@ -345,6 +479,17 @@ for k in "${gpus[@]}"; do
     print o }')"
   [ -z "$max_parallel" ] || spec_array+="%$max_parallel"
   cmd=("${base[@]:0:2}" --array="$spec_array" "${base[@]:2}")
+  if [ "$per_k" = 1 ]; then
+    # One job for this K: the array's resources, a time limit for all its
+    # runs, and the allocation script around the array task's options.
+    if [ -n "$time_opt" ]; then alloc_time="$time_opt"
+    else alloc_time="$(slurm_time $(($(time_seconds "$time_limit") * ${#todo[@]})))"; fi
+    alloc_args=(--array-script "$here/qsgd-array.sbatch" --indices "$(IFS=,; echo "${todo[*]}")")
+    [ "$baseline" = 0 ] || alloc_args+=(--bench "$bench" --bench-args "$bench_args")
+    cmd=(sbatch --parsable --job-name="$jname" "${res[@]}" --time="$alloc_time" "${restart[@]}" "${site[@]}"
+      "${extra_sbatch[@]}" --output="$out/logs/K$k-alloc-%j.out" "$here/qsgd-allocation.sbatch" "${alloc_args[@]}"
+      -- "${task_args[@]}")
+  fi
   join_q "${cmd[@]}"; echo
   if [ "$dry_run" = 1 ]; then
     for idx in "${todo[@]}"; do

@@ -3,6 +3,9 @@
 // Every result file of the suite records these pairs (style: "Provenance and
 // output"); Google Benchmark adds host name, date and CPU itself.
 
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
@@ -70,6 +73,32 @@ inline std::pair<std::string, std::string> cpu_model_and_flags() {
 inline std::string host_name() {
   char buf[256] = {};
   return gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
+}
+
+// The BLAS library this process has mapped (the dense layers' GEMMs go
+// through it), resolved to its file, or "none".
+inline std::string blas_library() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const auto pos = line.find('/');
+    if (pos == std::string::npos) continue;
+    const std::string path = line.substr(pos);
+    if (path.find("libblas.so") != std::string::npos || path.find("libopenblas") != std::string::npos) {
+      char buf[PATH_MAX];
+      return realpath(path.c_str(), buf) ? buf : path;
+    }
+  }
+  return "none";
+}
+
+// The threads the BLAS runs its calls on: OpenBLAS's own count
+// (openblas_get_num_threads: OPENBLAS_NUM_THREADS, else the cores this
+// process may run on), or "unknown" for another BLAS. Results can depend on
+// it: the GEMMs' blocking, and so the order of their sums, does.
+inline std::string blas_threads() {
+  using Fn = int (*)();
+  if (auto f = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) return std::to_string(f());
+  return "unknown";
 }
 
 inline KeyValues provenance() {

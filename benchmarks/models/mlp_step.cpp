@@ -125,21 +125,6 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-std::string blas_library() {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const auto pos = line.find('/');
-    if (pos == std::string::npos) continue;
-    const std::string path = line.substr(pos);
-    if (path.find("libblas.so") != std::string::npos || path.find("libopenblas") != std::string::npos) {
-      char buf[4096];
-      if (realpath(path.c_str(), buf)) return buf;
-      return path;
-    }
-  }
-  return "unknown";
-}
-
 struct Summary {
   double median, min, p99;
 };
@@ -251,7 +236,8 @@ std::string report_json(const Options& opt, const m::Mlp& model, const StepTimes
   // then what only this benchmark records.
   j.key("context").begin_object();
   for (const auto& [key, value] : qsgd::bench::provenance()) j.field(key, value);
-  j.field("blas", blas_library())
+  j.field("blas", qsgd::bench::blas_library())
+      .field("blas_threads", qsgd::bench::blas_threads())
       .field("OPENBLAS_NUM_THREADS", obt ? obt : "")
       .field("host", qsgd::bench::host_name())
       .field("affinity", affinity_cores())

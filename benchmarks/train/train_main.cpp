@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <stdexcept>
@@ -26,6 +27,8 @@ std::map<std::string, std::string> provenance() {
   std::map<std::string, std::string> a;
   for (const auto& [k, v] : qsgd::bench::provenance()) a[k] = v;
   a["cuda_version"] = qsgd::bench::cuda_version();
+  a["blas"] = qsgd::bench::blas_library();
+  a["blas_threads"] = qsgd::bench::blas_threads();
   a["date"] = qsgd::bench::utc_now();
   return a;
 }
@@ -35,7 +38,13 @@ int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
   Kokkos::ScopeGuard guard(argc, argv);
   try {
     const auto opts = qsgd::train::parse(argc, argv);
-    qsgd::train::Trainer(opts, comm, provenance()).run();
+    if (qsgd::train::Trainer(opts, comm, provenance()).run() == qsgd::train::RunEnd::stopped_at_signal) {
+      if (comm.rank() == 0)
+        std::cerr << "qsgd-train: stopped at signal " << opts.checkpoint_signal << " (" << strsignal(opts.checkpoint_signal)
+                  << ") after a checkpoint in "
+                  << opts.checkpoint << "; the same command with --resume continues the run\n";
+      return qsgd::train::exit_stopped_at_signal;
+    }
     return 0;
   } catch (const std::invalid_argument& e) {  // a wrong command line (--help is early_options')
     if (comm.rank() == 0) std::cerr << "qsgd-train: error: " << e.what() << "\n";
@@ -53,6 +62,17 @@ int main(int argc, char** argv) {
   if (const auto code = qsgd::bench::early_options(argc, argv, "qsgd-train",
                                                    [](std::FILE* f) { std::fputs(qsgd::train::usage().c_str(), f); }))
     return *code;
+  // The checkpoint signal is caught from the first moment: a batch system
+  // may send it while MPI and Kokkos start, before the options are read, and
+  // its default action would end the process without a checkpoint. (A bad
+  // name is reported by parse() below.)
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--checkpoint-signal") != 0) continue;
+    try {
+      qsgd::train::watch_checkpoint_signal(qsgd::train::parse_signal(argv[i + 1]));
+    } catch (const std::exception&) {
+    }
+  }
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the bucketer's progress thread polls the network
   // while this thread computes (--progress thread). Until a Communicator sets

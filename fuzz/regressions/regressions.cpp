@@ -52,7 +52,7 @@ std::vector<std::uint8_t> message_float_max_scale() {
   return w.data();
 }
 
-// Options::to_json (benchmarks/train/options.cpp:228-246) escapes strings
+// Options::to_json (train/src/options.cpp) escapes strings
 // with json_escape (44-51), which escapes only '"' and '\\': a control
 // character in --label or --data-dir goes raw into the JSON that becomes the
 // trace's `config` attribute, and JSON readers (Python's json.loads) reject
@@ -65,7 +65,7 @@ std::vector<std::uint8_t> options_label_control_char() { return join_args({"--la
 // finite (tests/train/bad_input.sh).
 std::vector<std::uint8_t> options_lr_inf() { return join_args({"--lr", "inf"}); }
 
-// parse (benchmarks/train/options.cpp:137, 140, 147) reads --s, --d and
+// parse (train/src/options.cpp) reads --s, --d and
 // --window as 64-bit numbers and stores them with static_cast<uint32_t>: a
 // value of 2^32 or more is silently reduced modulo 2^32 instead of refused.
 // Found by the harness as --s 14021422214 kept as 1136520326; here
@@ -75,7 +75,7 @@ std::vector<std::uint8_t> options_s_truncated() {
   return join_args({"--strategy", "allgather", "--codec", "fixed", "--s", "4294967312"});
 }
 
-// to_uint (benchmarks/train/options.cpp:11-21) refuses a value whose first
+// to_uint (train/src/options.cpp) refuses a value whose first
 // character is '-', but std::stoull skips leading white space and then
 // accepts a minus sign, negating the result: --batch " -1" is accepted as a
 // batch of 2^64 - 1. The harness's check found it on this input, written from
@@ -84,20 +84,23 @@ std::vector<std::uint8_t> options_s_truncated() {
 // (tests/train/bad_input.sh).
 std::vector<std::uint8_t> options_negative_wraps() { return join_args({"--batch", " -1"}); }
 
-// load_checkpoint (benchmarks/train/checkpoint.cpp:83-84) copies the
+// load_checkpoint (train/src/checkpoint.cpp) copies the
 // parameters with std::memcpy(st.params.data(), ...): for a checkpoint of
 // n = 0 parameters data() is the null pointer of an empty vector, which
 // memcpy may not receive even for 0 bytes (UBSan reports it). The file:
 // checkpoint.hpp's layout with n = 0, and mode 0 (the harness expects the
-// hash and size the file states). Fixed.
+// hash and size the file states). Fixed. (Found in format version 1; the file
+// is written in the current version 2, one rank.)
 std::vector<std::uint8_t> checkpoint_empty_state() {
   ByteWriter w;
   w.bytes("QSGDCKPT", 8);
-  w.u32(1);                      // version
-  w.u32(0);                      // reserved
+  w.u32(2);                      // version
+  w.u32(1);                      // ranks
   w.u64(77);                     // configuration hash
   w.u64(0), w.u64(0), w.u64(0);  // step, epoch, step in epoch
   w.u64(0);                      // n
+  w.u32(0), w.u32(0);            // flags, reserved
+  w.u64(0), w.u64(0), w.u64(0), w.u64(0);  // rank 0's totals
   std::vector<std::uint8_t> file = w.data();
   const std::uint32_t crc = qsgd::detail::crc32c_bytes_host(file.data(), file.size());
   for (int k = 0; k < 4; ++k) file.push_back(static_cast<std::uint8_t>(crc >> (8 * k)));

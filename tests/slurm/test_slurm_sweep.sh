@@ -16,7 +16,17 @@
 #   4. a run that fails is reported as failed: by the task (exit status, Slurm's
 #      job state FAILED) and by the collect job (missing trace, re-run command);
 #   5. the dry run of the default sweep at 16 GPUs (2 nodes x 8) prints the
-#      expected sbatch and srun lines and touches nothing.
+#      expected sbatch and srun lines and touches nothing; so do dry runs with
+#      each worked-example site file (slurm/sites), whose settings reach the
+#      arrays, srun and the collect job, and which command-line options
+#      override;
+#   6. restarts: a run cut by a real 1-minute time limit (periodic
+#      checkpoints, then a re-submission) and a run stopped mid-way by the
+#      checkpoint signal (the task checkpoints and requeues itself) both
+#      resume from their checkpoints and end with the final parameters of an
+#      uncut run, every step in the trace once;
+#   7. the sweep as one allocation per K (--per-k): the exchange benchmark,
+#      then every configuration, on the same nodes; the collect job after.
 # Everything it starts is stopped and everything it creates is removed, also
 # on failure, when it prints the daemons' logs and the job outputs.
 #
@@ -69,6 +79,11 @@ id munge >/dev/null 2>&1 || { echo "FAIL: no 'munge' user (the munge package cre
 
 # A Slurm job's environment must not leak into the private cluster's clients.
 while read -r v; do unset "$v"; done < <(compgen -e | grep '^SLURM_' || true)
+# One BLAS thread in every run, the jobs' (sbatch hands this environment on)
+# and the reference runs' alike: a run's bits depend on OpenBLAS's thread
+# count (trace attribute blas_threads), which would otherwise follow the
+# launcher's core binding (mpirun binds each rank to a core, srun here not).
+export OPENBLAS_NUM_THREADS=1
 
 tmp="$(mktemp -d /tmp/qsgd-slurm-test.XXXXXX)"
 chmod 0755 "$tmp"  # the munge user must reach its socket directory
@@ -189,7 +204,9 @@ SlurmdPort=$((ports + 1))
 SrunPortRange=$((ports + 2))-$((ports + 21))
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$sock
+# cred_expire: a requeued job waits this long before it may start again
+# (default 120 s); section 6 requeues a task.
+AuthInfo=socket=$sock,cred_expire=15
 SlurmUser=root
 StateSaveLocation=$tmp/state
 SlurmdSpoolDir=$tmp/spool
@@ -210,6 +227,9 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 KillWait=5
+# Scheduling passes every 2 s (defaults: 60 s, backfill 30 s): a requeued
+# task starts soon after its cred_expire, not at the next minute.
+SchedulerParameters=sched_interval=2,bf_interval=2
 $nodeline NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -288,8 +308,9 @@ PY
 # ---- 1. the sweep: 2 configurations x K in {1, 2}, then the collect job ------
 # Every job is submitted held (a site option, as a constraint would be), so
 # that a second submission meets the arrays queued.
-say "1. submitting the tiny CPU sweep (held, with a site comment)"
-submit "$tmp/submit1.out" --sbatch-arg=--hold --sbatch-arg=--comment=qsgd-site-option
+say "1. submitting the tiny CPU sweep (held, with a site comment from a site file)"
+printf 'sbatch_args = --comment=qsgd-site-option\n' > "$tmp/site.conf"
+submit "$tmp/submit1.out" --site "$tmp/site.conf" --sbatch-arg=--hold
 grep -q -- '--array=0-1 ' "$tmp/submit1.out" || fail "expected two arrays of 2 tasks (--array=0-1)"
 [ "$(grep -c '^sbatch ' "$tmp/submit1.out")" -eq 3 ] || fail "expected 3 sbatch commands (K=1, K=2, collect)"
 mapfile -t ids < <(submitted_ids "$tmp/submit1.out")
@@ -437,6 +458,140 @@ grep -q '^sbatch .*--nodes=2 --ntasks-per-node=8 --gres=gpu:8 .*qsgd-array.sbatc
 grep -q '^#   task 0: srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --gres=gpu:8 --gpu-bind=single:1 ' "$tmp/dry3.out" ||
   { cat "$tmp/dry3.out"; fail "the srun line does not ask --gres=gpu:8"; }
 ! grep -q -- '--gpus-per-node' "$tmp/dry3.out" || fail "--gpu-request gres still asks --gpus-per-node"
+
+# The worked-example site files: their settings reach the arrays, every
+# srun line and the collect job; a command-line option overrides its key.
+say "5b. dry runs with the example site files"
+site_dry() {  # site_dry NAME OUT [options]: a dry run at K = 16 with slurm/sites/NAME.conf
+  local name="$1" o="$2"; shift 2
+  "$repo/slurm/qsgd-submit.sh" --site "$repo/slurm/sites/$name.conf" --gpus 16 --dry-run --out "$dry" \
+    --train "$train" "$@" >"$o" 2>&1 || { cat "$o"; fail "dry run with site file $name failed"; }
+}
+want_in() {  # want_in FILE REGEX WHAT
+  grep -q -- "$2" "$1" || { cat "$1"; fail "$3"; }
+}
+site_dry example-pmix-4gpu "$tmp/site1.out"
+want_in "$tmp/site1.out" '^sbatch .*--nodes=4 --ntasks-per-node=4 --gpus-per-node=4 --cpus-per-task=16 --time=01:00:00 --signal=B:USR1@300 --requeue --open-mode=append --partition=gpu --account=proj42 --constraint=a100 --exclusive .*qsgd-array.sbatch .*--site-env '"$repo"'/slurm/sites/example-pmix-4gpu.env.sh .*--requeue' \
+  "site file 1: the array's sbatch line"
+want_in "$tmp/site1.out" '^#   task 0: srun --mpi=pmix --nodes=4 --ntasks=16 --ntasks-per-node=4 --cpus-per-task=16 --gpus-per-node=4 --gpu-bind=single:1 --cpu-bind=cores .* --checkpoint '"$dry"'/checkpoints/[a-z0-9_.-]*_K16.ckpt --checkpoint-signal USR1' \
+  "site file 1: the srun line"
+want_in "$tmp/site1.out" '^sbatch .*--partition=gpu --account=proj42 --constraint=a100 --exclusive .*qsgd-collect.sh' \
+  "site file 1: the collect job lacks the site's options"
+site_dry example-gres-pmi2-8gpu "$tmp/site2.out" --mpi pmix --no-requeue
+want_in "$tmp/site2.out" '^sbatch .*--nodes=2 --ntasks-per-node=8 --gres=gpu:8 --cpus-per-task=12 --time=01:00:00 --signal=B:USR1@180 --partition=booster --account=hpc-ml --qos=normal --exclusive --mem=0 .*qsgd-array.sbatch' \
+  "site file 2: the array's sbatch line"
+! grep -q -- '--requeue' "$tmp/site2.out" || fail "--no-requeue did not override the site file's requeue = yes"
+want_in "$tmp/site2.out" '^#   task 0: srun --mpi=pmix --nodes=2 --ntasks=16 --ntasks-per-node=8 --cpus-per-task=12 --gres=gpu:8 --gpu-bind=closest ' \
+  "site file 2: the srun line (--mpi pmix given on the command line over the file's pmi2)"
+want_in "$tmp/site2.out" '^sbatch .*--partition=booster --account=hpc-ml --qos=normal --exclusive --mem=0 .*qsgd-collect.sh' \
+  "site file 2: the collect job lacks the site's options"
+printf 'partition = x\nfrobnicate = 1\n' > "$tmp/badsite.conf"
+if "$repo/slurm/qsgd-submit.sh" --site "$tmp/badsite.conf" --dry-run --out "$dry" --train "$train" >"$tmp/badsite.out" 2>&1; then
+  fail "a site file with an unknown key was accepted"
+fi
+want_in "$tmp/badsite.out" "badsite.conf: unknown key 'frobnicate'" "the unknown key is not named"
+
+# ---- 6. restarts ------------------------------------------------------------
+# Two runs at once (each takes one of the node's two CPUs): 6b waits for a
+# real time limit while 6a is stopped by the checkpoint signal.
+rs_args() { awk -F'\t' '$1 == 0 { print $3 }' "$1"/manifest-*.tsv; }
+step_rows() {  # step_rows FILE: the /steps/step column, one value per line
+  h5dump -d /steps/step "$1" 2>/dev/null | sed -n '/^ *DATA {/,/}/{p;/}/q}' | sed '1d;$d' |
+    sed 's/([0-9,]*)://g' | tr ',' '\n' | sed 's/^ *//;/^$/d'
+}
+attr_of() { h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): "\(.*\)"$/\1/p'; }
+uncut_hash() {  # uncut_hash SWEEP: final parameters of the same run, uncut, under mpirun
+  local args
+  read -ra args <<<"$(rs_args "$1")"
+  # The synthetic backward only adds wall time: 0 here (the last value counts).
+  (. "$repo/scripts/openmpi-env.sh" && mpirun -np 2 "$train" "${args[@]}" --synthetic-backward-ms 0 --quiet \
+    --trace "$1/uncut.h5") >"$1/uncut.log" 2>&1 || { cat "$1/uncut.log"; fail "the uncut reference run of $1 failed"; }
+  attr_of "$1/uncut.h5" final_params_fnv1a
+}
+check_restarted() {  # check_restarted SWEEP STEPS WHAT: complete, uncut bits, every step once
+  local t="$1/traces/mlp_allgather_fixed-4bit_K2.h5" want got
+  is_complete "$t" || fail "$3: the trace is not complete"
+  want="$(uncut_hash "$1")" got="$(attr_of "$t" final_params_fnv1a)"
+  [ -n "$want" ] && [ "$got" = "$want" ] || fail "$3: final parameters $got, the uncut run's $want"
+  [ "$(step_rows "$t" | sort -n | uniq -d | wc -l)" = 0 ] || fail "$3: a step appears twice in the trace"
+  [ "$(step_rows "$t" | wc -l)" = "$2" ] || fail "$3: the trace holds $(step_rows "$t" | wc -l) steps, expected $2"
+  [ ! -e "$1/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt" ] || fail "$3: the checkpoint of a finished run was left behind"
+  say "$3: the run ended with the uncut run's parameters ($got), $2 steps, each once"
+}
+steps_of() { h5dump -H -d /steps/step "$1" 2>/dev/null | sed -n 's/.*DATASPACE *SIMPLE { ( \([0-9]*\) ).*/\1/p'; }
+
+say "6. restarts: 6b under a real 1-minute time limit (periodic checkpoints), 6a stopped by the checkpoint signal"
+rs_b="$tmp/limit" rs_a="$tmp/signal"
+"$repo/slurm/qsgd-submit.sh" --sweep "$here/restart-limit.conf" --cpu --out "$rs_b" --train "$train" --signal-before 0 \
+  --no-collect >"$tmp/submit6b.out" 2>&1 || { cat "$tmp/submit6b.out"; fail "qsgd-submit.sh (6b) failed"; }
+want_in "$tmp/submit6b.out" '^sbatch .*--time=1 --output=.* --checkpoint-every 16$' "6b: the sbatch line"
+! grep -q -- '--signal\|--requeue' "$tmp/submit6b.out" || fail "6b: --signal-before 0 still asks for a signal or a requeue"
+mapfile -t ids6b < <(submitted_ids "$tmp/submit6b.out")
+"$repo/slurm/qsgd-submit.sh" --sweep "$here/restart.conf" --cpu --out "$rs_a" --train "$train" \
+  --no-collect >"$tmp/submit6a.out" 2>&1 || { cat "$tmp/submit6a.out"; fail "qsgd-submit.sh (6a) failed"; }
+want_in "$tmp/submit6a.out" '^sbatch .*--time=5 --signal=B:USR1@120 --requeue --open-mode=append ' "6a: the sbatch line"
+mapfile -t ids6a < <(submitted_ids "$tmp/submit6a.out")
+
+# 6a: the signal Slurm sends the batch shell ahead of the time limit
+# (--signal=B:USR1@S) comes at a 30-second granularity; scancel --batch
+# delivers the same signal the same way, at a chosen moment: mid-run.
+t_a="$rs_a/traces/mlp_allgather_fixed-4bit_K2.h5"
+for _ in $(seq 600); do [ "$(steps_of "$t_a")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
+[ "$(steps_of "$t_a")" -ge 16 ] 2>/dev/null || fail "6a: the run wrote no 16 steps in 60 s"
+scancel --batch --signal=USR1 "${ids6a[0]}" || fail "6a: scancel --signal failed"
+deadline=$((SECONDS + 150))
+until is_complete "$t_a"; do [ "$SECONDS" -lt "$deadline" ] || fail "6a: the run did not finish within 150 s"; sleep 1; done
+log="$(ls "$rs_a"/logs/K2-*_0.out)"
+want_in "$log" 'SIGUSR1 (the time limit is near)' "6a: the task never got the checkpoint signal"
+want_in "$log" 'stopped at the signal with a checkpoint .*; requeueing job' "6a: the task did not requeue itself"
+want_in "$log" 'resuming from .*/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt (restart 1 ' "6a: the requeued task did not resume"
+check_restarted "$rs_a" 128 "6a (signal, requeue)"
+
+# 6b: slurmctld ends the task at its time limit (state TIMEOUT); the
+# re-submission resumes from the last periodic checkpoint.
+t_b="$rs_b/traces/mlp_allgather_fixed-4bit_K2.h5"
+for _ in $(seq 150); do [ "$(job_states "${ids6b[0]}")" = "JobState=TIMEOUTx1" ] && break; sleep 1; done
+[ "$(job_states "${ids6b[0]}")" = "JobState=TIMEOUTx1" ] || fail "6b: job ${ids6b[0]}: $(job_states "${ids6b[0]}"), not TIMEOUT"
+! is_complete "$t_b" || fail "6b: the run finished inside the time limit: make it longer"
+ck="$rs_b/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt"
+[ -s "$ck" ] || fail "6b: no checkpoint after the time limit"
+at="$(od -An -t u8 -j 24 -N 8 "$ck" | tr -d ' ')"
+say "6b: cut by the time limit with a checkpoint at step $at of 640"
+"$repo/slurm/qsgd-submit.sh" --sweep "$here/restart-limit.conf" --cpu --out "$rs_b" --train "$train" --signal-before 0 \
+  --time 5 --no-collect >"$tmp/submit6c.out" 2>&1 || { cat "$tmp/submit6c.out"; fail "re-submission (6b) failed"; }
+wait_empty 150
+want_in "$(ls -t "$rs_b"/logs/K2-*_0.out | head -n 1)" "resuming from $ck" "6b: the re-submitted task did not resume"
+check_restarted "$rs_b" 640 "6b (time limit, re-submission)"
+
+# ---- 7. one allocation per K ------------------------------------------------
+say "7. the tiny sweep as one allocation per K (--per-k), each with its exchange benchmark"
+pk="$tmp/perk"
+"$repo/slurm/qsgd-submit.sh" --sweep "$here/tiny.conf" --cpu --out "$pk" --train "$train" --per-k \
+  --bench-args "-b 64K -e 256K -n 3 -w 1 --strategies allreduce,allgather --codecs elias-dense --transports ring" \
+  >"$tmp/submit7.out" 2>&1 || { cat "$tmp/submit7.out"; fail "qsgd-submit.sh --per-k failed"; }
+cat "$tmp/submit7.out"
+! grep -q -- '--array=' "$tmp/submit7.out" || fail "--per-k submitted a job array"
+for k in 1 2; do
+  want_in "$tmp/submit7.out" "^sbatch .*--job-name=qsgd-slurm-test-K$k .*--time=0-00:10:00 .*qsgd-allocation.sbatch --array-script .*/slurm/qsgd-array.sbatch --indices 0,1 --bench .*qsgd-bench-exchange --bench-args .* -- --manifest .* --ranks $k " \
+    "--per-k: the K=$k allocation (both configurations, twice the spec's 5 minutes)"
+done
+wait_empty 180
+sweep_saved="$sweep" sweep="$pk"
+check_sweep
+sweep="$sweep_saved"
+for k in 1 2; do
+  log="$(ls "$pk"/logs/K$k-alloc-*.out)"
+  want_in "$log" "qsgd-allocation: every configuration of K=$k is complete" "--per-k: the K=$k allocation did not finish"
+  want_in "$log" "qsgd-allocation: exchange benchmark written to $pk/baselines/K$k-job" "--per-k: no exchange benchmark at K=$k"
+  /usr/bin/python3 - "$pk"/baselines/K$k-job*.json "$k" <<'PY' || fail "--per-k: the K=$k exchange benchmark's JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d.get("results") or d.get("rows") or []
+assert rows, "no rows"
+assert all(int(r.get("ranks", r.get("K", -1))) == int(sys.argv[2]) for r in rows), "rows of another K"
+PY
+done
+grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$pk"/logs/collect-*.out || fail "--per-k: the collect job did not report 4 of 4"
 
 ok=1
 say "PASS"

@@ -1,26 +1,68 @@
 #!/usr/bin/env bash
-# resume.sh MPIRUN QSGD_TRAIN: a run killed (SIGKILL, every rank) right after
-# step 7, with checkpoints every 3 steps, resumes from step 6 and ends with
-# the same parameter bits and the same per-step losses as an uninterrupted run.
+# resume.sh MPIRUN QSGD_TRAIN: two interrupted runs resume to the bits of an
+# uninterrupted one (final parameters, every per-step loss, and the epochs'
+# training losses and step counts, which come from the per-rank totals the
+# checkpoint carries); training time goes on from the checkpoint's.
+#   1. SIGKILL of every rank right after step 7, checkpoints every 3 steps:
+#      resumes from step 6.
+#   2. SIGUSR1 to mpirun (which forwards it to the ranks) with
+#      --checkpoint-signal USR1 and no periodic checkpoints: the ranks agree
+#      on a step, checkpoint after it and exit with code 8; --resume goes on
+#      from there.
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 mpirun=$1 train=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-args=("${TINY[@]}" --strategy allgather --codec fixed --bits 4 --max-steps 10 --epochs 2 --flush-every 1)
+args=("${TINY[@]}" --strategy allgather --codec fixed --bits 4 --max-steps 10 --epochs 2 --flush-every 1 --eval-every 4)
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" --trace "$dir/ref.h5" || fail "reference run failed"
+[ "$(data_of "$dir/ref.h5" /steps/loss | wc -l)" = 40 ] || fail "reference trace lacks its 20 x 2 losses"
+same_as_ref() {  # same_as_ref TRACE WHAT: the bits an uninterrupted run writes
+  local a b d
+  a=$(attr "$dir/ref.h5" final_params_fnv1a) b=$(attr "$1" final_params_fnv1a)
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$2: final parameters differ: uninterrupted $a, resumed $b"
+  [ "$(attr "$1" complete)" = true ] || fail "$2: the resumed trace is not complete"
+  [ "$(steps_in "$1")" = 20 ] || fail "$2: resumed trace holds $(steps_in "$1") steps, expected 20"
+  for d in /steps/loss /epochs/train_loss /epochs/steps /evals/step; do
+    diff <(data_of "$dir/ref.h5" $d) <(data_of "$1" $d) > /dev/null || fail "$2: $d differs from the uninterrupted run"
+  done
+  # Training time never restarts at zero: it grows from one evaluation to the next.
+  data_of "$1" /evals/train_time | awk -v w="$2" 'NR > 1 && $1 < prev { print "FAIL: " w ": evaluation train_time falls from " prev " to " $1; bad = 1 }
+    { prev = $1 } END { exit bad }' >&2 || exit 1
+  echo "ok: $2: resumed run matches bitwise (hash $a)"
+}
+
+# 1. killed
 QSGD_TEST_CRASH_AFTER_STEP=7 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" \
   --trace "$dir/run.h5" --checkpoint "$dir/ckpt" --checkpoint-every 3 > "$dir/crash.log" 2>&1 \
   && fail "the crash hook did not stop the run"
 h5dump -H "$dir/run.h5" > /dev/null || fail "trace of the killed run does not open"
 [ "$(steps_in "$dir/run.h5")" = 7 ] || fail "killed run's trace holds $(steps_in "$dir/run.h5") steps, expected 7"
-"$train" --help > /dev/null
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" --trace "$dir/run.h5" --checkpoint "$dir/ckpt" \
   --checkpoint-every 3 --resume 2> "$dir/resume.log" || { cat "$dir/resume.log"; fail "resume failed"; }
-a=$(attr "$dir/ref.h5" final_params_fnv1a) b=$(attr "$dir/run.h5" final_params_fnv1a)
-[ -n "$a" ] && [ "$a" = "$b" ] || fail "final parameters differ: uninterrupted $a, resumed $b"
-[ "$(steps_in "$dir/run.h5")" = 20 ] || fail "resumed trace holds $(steps_in "$dir/run.h5") steps, expected 20"
-[ "$(data_of "$dir/ref.h5" /steps/loss | wc -l)" = 40 ] || fail "reference trace lacks its 20 x 2 losses"
-diff <(data_of "$dir/ref.h5" /steps/loss) <(data_of "$dir/run.h5" /steps/loss) > /dev/null \
-  || fail "per-step losses of the resumed run differ from the uninterrupted run"
-echo "ok: resumed run matches bitwise (hash $a)"
+same_as_ref "$dir/run.h5" "killed at step 7"
+
+# 2. stopped by the checkpoint signal: steps slowed down (20 ms per gradient
+# hook, about 0.1 s a step) so that the signal comes mid-run.
+slow=(--synthetic-backward-ms 20 --checkpoint "$dir/sig.ckpt" --checkpoint-signal USR1)
+"$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" "${slow[@]}" --trace "$dir/sig.h5" > "$dir/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do  # until the trace holds 3 steps
+  [ "$(steps_in "$dir/sig.h5" 2>/dev/null)" -ge 3 ] 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -USR1 "$pid" || fail "mpirun was gone before the signal"
+wait "$pid"; rc=$?
+[ "$rc" = 8 ] || { cat "$dir/sig.log"; fail "stopped run exited with $rc, expected 8"; }
+grep -q "stopped at signal .* after a checkpoint in $dir/sig.ckpt" "$dir/sig.log" || { cat "$dir/sig.log"; fail "no stop message"; }
+n=$(steps_in "$dir/sig.h5")
+[ "$(attr "$dir/sig.h5" complete)" != true ] || fail "a stopped run's trace is marked complete"
+[ "$n" -ge 3 ] && [ "$n" -lt 20 ] || fail "the stopped run's trace holds $n steps"
+# The checkpoint is at the step where the trace stopped (its global step:
+# u64 at byte 24, docs in train/include/qsgd/train/checkpoint.hpp).
+c=$(od -An -t u8 -j 24 -N 8 "$dir/sig.ckpt" | tr -d ' ')
+[ "$c" = "$n" ] || fail "the signal's checkpoint is at step $c, the trace stopped at $n"
+"$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" "${slow[@]}" --trace "$dir/sig.h5" --resume \
+  2> "$dir/sig-resume.log" || { cat "$dir/sig-resume.log"; fail "resume after the signal failed"; }
+same_as_ref "$dir/sig.h5" "stopped by SIGUSR1 after step $n"

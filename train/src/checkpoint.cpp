@@ -12,7 +12,12 @@ namespace qsgd::train {
 namespace {
 
 constexpr char magic[8] = {'Q', 'S', 'G', 'D', 'C', 'K', 'P', 'T'};
-constexpr std::uint32_t version = 1;
+constexpr std::uint32_t version = 2;
+constexpr std::size_t head = 8 + 4 + 4 + 5 * 8 + 4 + 4;  // through the reserved word
+constexpr std::size_t rank_bytes = 4 * 8;                // RankTotals on the wire
+// Above these a caller's expectation is a bug, not a file to read.
+constexpr std::uint64_t max_n = std::uint64_t(1) << 60;
+constexpr std::uint64_t max_ranks = std::uint64_t(1) << 24;
 
 void put(std::vector<unsigned char>& b, const void* p, std::size_t n) {
   const auto* c = static_cast<const unsigned char*>(p);
@@ -27,16 +32,25 @@ void put(std::vector<unsigned char>& b, T v) {
 
 void save_checkpoint(const std::string& path, const CheckpointState& st) {
   if (st.params.size() != st.momentum.size()) throw std::logic_error("checkpoint: params and momentum differ in size");
+  if (st.ranks.empty() || st.ranks.size() > max_ranks) throw std::logic_error("checkpoint: no or too many ranks");
   std::vector<unsigned char> b;
-  b.reserve(64 + 8 * st.params.size());
+  b.reserve(head + rank_bytes * st.ranks.size() + 8 * st.params.size() + 4);
   put(b, magic, sizeof magic);
   put(b, version);
-  put(b, std::uint32_t(0));
+  put(b, static_cast<std::uint32_t>(st.ranks.size()));
   put(b, st.config_hash);
   put(b, st.step);
   put(b, st.epoch);
   put(b, st.step_in_epoch);
   put(b, std::uint64_t(st.params.size()));
+  put(b, std::uint32_t(st.target_reached ? 1 : 0));
+  put(b, std::uint32_t(0));
+  for (const RankTotals& r : st.ranks) {
+    put(b, r.train_time);
+    put(b, r.epoch_time);
+    put(b, r.loss_sum);
+    put(b, r.loss_n);
+  }
   put(b, st.params.data(), 4 * st.params.size());
   put(b, st.momentum.data(), 4 * st.momentum.size());
   put(b, qsgd::detail::crc32c_bytes_host(b.data(), b.size()));
@@ -50,31 +64,42 @@ void save_checkpoint(const std::string& path, const CheckpointState& st) {
     throw std::runtime_error("checkpoint: cannot rename " + tmp + " to " + path);
 }
 
-CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n) {
-  // Memory is bounded by the model, not by the file: the size a checkpoint
-  // of expect_n parameters has is checked before the body is read.
+CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n,
+                                std::uint64_t expect_ranks) {
+  if (expect_n > max_n || expect_ranks == 0 || expect_ranks > max_ranks)
+    throw std::logic_error("checkpoint: implausible parameter or rank count");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw std::runtime_error("checkpoint: cannot open " + path);
   const std::streamoff file_size = in.tellg();
   in.seekg(0);
-  const std::size_t head = 8 + 4 + 4 + 5 * 8;
   if (file_size < 0 || static_cast<std::uint64_t>(file_size) < head + 4)
     throw std::runtime_error("checkpoint: " + path + " is truncated");
-  if (expect_n > (std::uint64_t(1) << 60)) throw std::logic_error("checkpoint: implausible parameter count");
-  const std::uint64_t size = static_cast<std::uint64_t>(file_size), want = head + 8 * expect_n + 4;
+  const std::uint64_t size = static_cast<std::uint64_t>(file_size);
+  const std::uint64_t want = head + rank_bytes * expect_ranks + 8 * expect_n + 4;
   std::vector<unsigned char> b(head);
   if (!in.read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(head)))
     throw std::runtime_error("checkpoint: reading " + path + " failed");
   if (std::memcmp(b.data(), magic, 8) != 0) throw std::runtime_error("checkpoint: " + path + " is not a checkpoint");
+  std::uint32_t ver, ranks;
+  std::uint64_t n;
+  std::memcpy(&ver, b.data() + 8, 4);
+  std::memcpy(&ranks, b.data() + 12, 4);
+  std::memcpy(&n, b.data() + 16 + 32, 8);
+  // The header's claims name the mismatch; the checksum below still decides
+  // whether the file is what it claims.
+  if (ver != version)
+    throw std::runtime_error("checkpoint: " + path + " has format version " + std::to_string(ver) +
+                             " (this build reads version " + std::to_string(version) + ")");
   if (size != want) {
-    std::uint64_t n;
-    std::memcpy(&n, b.data() + 16 + 32, 8);
     if (n != expect_n)
       throw std::runtime_error("checkpoint: " + path + " holds " + std::to_string(n) + " parameters, the model has " +
                                std::to_string(expect_n) + " (or the file is corrupt)");
+    if (ranks != expect_ranks)
+      throw std::runtime_error("checkpoint: " + path + " was written by " + std::to_string(ranks) +
+                               " ranks, this run has " + std::to_string(expect_ranks) + " (or the file is corrupt)");
     throw std::runtime_error("checkpoint: " + path + " has the wrong size (" + std::to_string(size) +
-                             " bytes; a checkpoint of " + std::to_string(expect_n) + " parameters has " +
-                             std::to_string(want) + ")");
+                             " bytes; a checkpoint of " + std::to_string(expect_n) + " parameters and " +
+                             std::to_string(expect_ranks) + " ranks has " + std::to_string(want) + ")");
   }
   b.resize(size);
   if (!in.read(reinterpret_cast<char*>(b.data() + head), static_cast<std::streamsize>(size - head)))
@@ -83,27 +108,38 @@ CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_ha
   std::memcpy(&crc, b.data() + b.size() - 4, 4);
   if (qsgd::detail::crc32c_bytes_host(b.data(), b.size() - 4) != crc)
     throw std::runtime_error("checkpoint: " + path + " fails its checksum (corrupt or truncated)");
-  std::uint32_t ver;
-  std::memcpy(&ver, b.data() + 8, 4);
-  if (ver != version) throw std::runtime_error("checkpoint: " + path + " has format version " + std::to_string(ver));
   CheckpointState st;
-  std::uint64_t n;
+  std::uint32_t flags;
   const unsigned char* p = b.data() + 16;
   std::memcpy(&st.config_hash, p, 8);
   std::memcpy(&st.step, p + 8, 8);
   std::memcpy(&st.epoch, p + 16, 8);
   std::memcpy(&st.step_in_epoch, p + 24, 8);
-  std::memcpy(&n, p + 32, 8);
+  std::memcpy(&flags, p + 40, 4);
   if (st.config_hash != expect_hash)
     throw std::runtime_error("checkpoint: " + path + " was written by a run with another configuration");
   if (n != expect_n)
     throw std::runtime_error("checkpoint: " + path + " holds " + std::to_string(n) + " parameters, the model has " +
                              std::to_string(expect_n));
+  if (ranks != expect_ranks)
+    throw std::runtime_error("checkpoint: " + path + " was written by " + std::to_string(ranks) +
+                             " ranks, this run has " + std::to_string(expect_ranks));
+  if (flags > 1) throw std::runtime_error("checkpoint: " + path + " has unknown flags " + std::to_string(flags));
+  st.target_reached = flags == 1;
+  st.ranks.resize(ranks);
+  p = b.data() + head;
+  for (RankTotals& r : st.ranks) {
+    std::memcpy(&r.train_time, p, 8);
+    std::memcpy(&r.epoch_time, p + 8, 8);
+    std::memcpy(&r.loss_sum, p + 16, 8);
+    std::memcpy(&r.loss_n, p + 24, 8);
+    p += rank_bytes;
+  }
   st.params.resize(n);
   st.momentum.resize(n);
   if (n > 0) {  // an empty vector's data() may be null, which memcpy may not be given
-    std::memcpy(st.params.data(), b.data() + head, 4 * n);
-    std::memcpy(st.momentum.data(), b.data() + head + 4 * n, 4 * n);
+    std::memcpy(st.params.data(), p, 4 * n);
+    std::memcpy(st.momentum.data(), p + 4 * n, 4 * n);
   }
   return st;
 }

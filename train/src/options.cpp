@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <limits>
+#include <utility>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,6 +24,14 @@ std::uint32_t to_uint32(const std::string& opt, const std::string& v) {
 }
 
 }  // namespace
+
+int parse_signal(const std::string& name) {
+  static const std::pair<const char*, int> names[] = {
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}};
+  for (const auto& [n, sig] : names)
+    if (name == n || name == std::string("SIG") + n) return sig;
+  bad("--checkpoint-signal must be USR1, USR2, TERM, INT or HUP, got '" + name + "'");
+}
 
 std::string to_string(ModelKind m) {
   switch (m) {
@@ -94,6 +104,8 @@ evaluation:
 output:
   --trace FILE.h5  --flush-every STEPS (20)  --checkpoint FILE  --checkpoint-every STEPS
   --resume  --hash-every STEPS  --eval-limit N  --quiet  --label TEXT
+  --checkpoint-signal USR1|USR2|TERM|INT|HUP  on this signal, checkpoint after the current step and
+                    exit with code 8 (resume with --resume; Slurm: --signal=B:USR1@SECONDS)
 faults:
   --peer-timeout S  a wait with no progress for S seconds ends the job with exit code 7: a peer
                     died or hangs (QSGD_PEER_TIMEOUT, else 30; 0 = no limit)
@@ -181,6 +193,7 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--checkpoint") o.checkpoint = val();
     else if (a == "--checkpoint-every") o.checkpoint_every = parse_count(a, val());
     else if (a == "--resume") o.resume = true;
+    else if (a == "--checkpoint-signal") o.checkpoint_signal = parse_signal(val());
     else if (a == "--hash-every") o.hash_every = parse_count(a, val());
     else if (a == "--eval-limit") o.eval_limit = parse_count(a, val());
     else if (a == "--quiet") o.quiet = true;
@@ -204,6 +217,7 @@ Options parse_checked(int argc, char** argv) {
   if (o.segment_kb > (std::numeric_limits<std::uint64_t>::max() >> 10)) bad("--segment-kb is too large");
   if (o.flush_every == 0) bad("--flush-every must be at least 1");
   if (o.resume && o.checkpoint.empty()) bad("--resume needs --checkpoint FILE");
+  if (o.checkpoint_signal != 0 && o.checkpoint.empty()) bad("--checkpoint-signal needs --checkpoint FILE");
   if (o.segment_kb == 0 || o.window == 0) bad("--segment-kb and --window must be at least 1");
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");

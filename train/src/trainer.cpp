@@ -49,6 +49,11 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // "<what> of qsgd-train at step S".
 qc::MpiSite at(const char* what, std::uint64_t step) { return {what, "qsgd-train", static_cast<std::int64_t>(step)}; }
 
+// Set by the checkpoint signal's handler (watch_checkpoint_signal); read
+// after every step.
+volatile std::sig_atomic_t checkpoint_signal_seen = 0;
+extern "C" void on_checkpoint_signal(int) { checkpoint_signal_seen = 1; }
+
 struct Data {
   qm::LabeledDataset train, test;
   qm::TokenDataset train_tok, test_tok;
@@ -201,6 +206,7 @@ struct Trainer::Impl {
   double train_time = 0;  // this rank's training wall time (steps only)
   std::int64_t last_eval_step = -1;
   bool reached = false;
+  bool stopping = false;  // the checkpoint signal came: checkpointed, stop after this step
   // The current epoch: steps only (evaluations inside it are excluded).
   double epoch_time = 0, loss_sum = 0;
   std::size_t loss_n = 0;
@@ -246,7 +252,7 @@ struct Trainer::Impl {
   }
 
   void resume() {
-    const auto st = load_checkpoint(o.checkpoint, run_hash, P);
+    const auto st = load_checkpoint(o.checkpoint, run_hash, P, static_cast<std::uint64_t>(K));
     Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hp(const_cast<float*>(st.params.data()), P);
     Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hm(const_cast<float*>(st.momentum.data()), P);
     Kokkos::deep_copy(model->store().params(), hp);
@@ -254,6 +260,12 @@ struct Trainer::Impl {
     step = st.step;
     start_epoch = st.epoch;
     start_in_epoch = st.step_in_epoch;
+    reached = st.target_reached;
+    const RankTotals& mine = st.ranks[static_cast<std::size_t>(rank)];
+    train_time = mine.train_time;
+    epoch_time = mine.epoch_time;
+    loss_sum = mine.loss_sum;
+    loss_n = mine.loss_n;
     sgd->set_steps(step);
     if (rank == 0 && !o.quiet)
       std::fprintf(stderr, "qsgd-train: resumed from %s at step %llu (epoch %llu)\n", o.checkpoint.c_str(),
@@ -301,12 +313,19 @@ struct Trainer::Impl {
   void checkpoint(std::uint64_t epoch, std::uint64_t in_epoch) {
     if (trace) trace->flush();  // first the trace, then the checkpoint (resume truncates the trace)
     if (o.checkpoint.empty()) return;
+    // Every rank's totals, so that a resumed run reports the times and
+    // losses an uninterrupted one would.
+    const RankTotals mine{train_time, epoch_time, loss_sum, static_cast<std::uint64_t>(loss_n)};
+    std::vector<RankTotals> all(rank == 0 ? static_cast<std::size_t>(K) : 0);
+    comm.gather_bytes(&mine, sizeof mine, all.data(), 0, at("checkpoint totals gather", step));
     if (rank == 0) {
       CheckpointState st;
       st.config_hash = run_hash;
       st.step = step;
       st.epoch = epoch;
       st.step_in_epoch = in_epoch;
+      st.target_reached = reached;
+      st.ranks = std::move(all);
       auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model->store().params());
       auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sgd->momentum_buffer());
       st.params.assign(hp.data(), hp.data() + P);
@@ -428,7 +447,13 @@ struct Trainer::Impl {
     }
     if (o.hash_every && step % o.hash_every == 0) check_replicas();
     if (o.eval_every && step % o.eval_every == 0) last_eval = eval_now(epoch);
-    if (o.checkpoint_every && step % o.checkpoint_every == 0 && b + 1 < steps_per_epoch)
+    if (o.checkpoint_signal != 0) {  // the ranks agree to stop after the same step
+      double seen = checkpoint_signal_seen ? 1 : 0;
+      comm.allreduce_max(&seen, 1, at("checkpoint signal allreduce", step));
+      stopping = seen > 0;
+    }
+    // A stop at an epoch's last step checkpoints at the epoch's end.
+    if ((stopping || (o.checkpoint_every && step % o.checkpoint_every == 0)) && b + 1 < steps_per_epoch)
       checkpoint(epoch, b + 1);
     else if (trace && step % o.flush_every == 0)
       trace->flush();
@@ -463,12 +488,16 @@ struct Trainer::Impl {
     checkpoint(epoch + 1, 0);
   }
 
-  void begin_epoch(std::uint64_t epoch) {
+  // The epoch's totals start at zero, or at the checkpoint's when the run
+  // resumed inside this epoch.
+  void begin_epoch(std::uint64_t epoch, bool resumed_inside) {
     sampler.set_epoch(epoch);
     comm.barrier(at("epoch start barrier", step));
-    epoch_time = 0;
-    loss_sum = 0;
-    loss_n = 0;
+    if (!resumed_inside) {
+      epoch_time = 0;
+      loss_sum = 0;
+      loss_n = 0;
+    }
     last_eval = {0, 0};
   }
 
@@ -483,16 +512,19 @@ struct Trainer::Impl {
     trace->flush();
   }
 
-  void run() {
+  RunEnd run() {
     for (std::uint64_t epoch = start_epoch; epoch < o.epochs && !reached; ++epoch) {
       qsgd::prof::Scope epoch_range("train/epoch");
-      begin_epoch(epoch);
       const std::uint64_t first = epoch == start_epoch ? start_in_epoch : 0;
+      begin_epoch(epoch, first > 0);
       std::uint64_t b = first;
-      for (; b < steps_per_epoch && !reached; ++b) train_step(epoch, b);
-      end_of_epoch(epoch, b - first);
+      for (; b < steps_per_epoch && !reached && !stopping; ++b) train_step(epoch, b);
+      if (b < steps_per_epoch && !reached) return RunEnd::stopped_at_signal;  // checkpointed by train_step
+      end_of_epoch(epoch, b);
+      if (stopping && epoch + 1 < o.epochs && !reached) return RunEnd::stopped_at_signal;
     }
     finish();
+    return RunEnd::finished;
   }
 };
 
@@ -502,7 +534,16 @@ Trainer::Trainer(const Options& o, const comm::Communicator& world,
 
 Trainer::~Trainer() = default;
 
-void Trainer::run() { impl_->run(); }
+RunEnd Trainer::run() { return impl_->run(); }
+
+void watch_checkpoint_signal(int sig) {
+  struct sigaction sa {};
+  sa.sa_handler = on_checkpoint_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (::sigaction(sig, &sa, nullptr) != 0)
+    throw std::runtime_error("cannot install the handler of signal " + std::to_string(sig));
+}
 
 double Trainer::step(std::uint64_t epoch, std::uint64_t batch_in_epoch) {
   return impl_->train_step(epoch, batch_in_epoch);

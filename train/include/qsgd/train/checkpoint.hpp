@@ -1,13 +1,19 @@
 #pragma once
-// Checkpoints of a data-parallel run: parameters, optimizer momentum and the
-// position in the schedule. Replicas are bitwise identical, so rank 0 writes
-// one file and every rank reads it back on resume.
+// Checkpoints of a data-parallel run: parameters, optimizer momentum, the
+// position in the schedule, and each rank's running totals (training time,
+// the current epoch's time and loss sums), so that a resumed run reports the
+// same times and losses an uninterrupted one would. Replicas are bitwise
+// identical, so rank 0 writes one file and every rank reads it back on resume.
 //
-// File: "QSGDCKPT" | u32 version | u32 reserved | u64 config hash | u64 global
-// step | u64 epoch | u64 step in epoch | u64 n | n f32 params | n f32 momentum
-// | u32 CRC32C of everything before it. Written to "<path>.tmp", flushed and
-// renamed over <path>: a run killed at any moment leaves the previous
-// complete checkpoint or the new one.
+// File (version 2, little-endian as the machine writes it):
+//   "QSGDCKPT" | u32 version | u32 ranks K | u64 config hash | u64 global step
+//   | u64 epoch | u64 step in epoch | u64 n | u32 flags (bit 0: the target
+//   accuracy was reached) | u32 reserved (0)
+//   | K x {f64 training time, f64 epoch time, f64 epoch loss sum, u64 epoch
+//   loss count} | n f32 params | n f32 momentum | u32 CRC32C of everything
+//   before it.
+// Written to "<path>.tmp", flushed and renamed over <path>: a run killed at
+// any moment leaves the previous complete checkpoint or the new one.
 
 #include <cstdint>
 #include <string>
@@ -15,18 +21,33 @@
 
 namespace qsgd::train {
 
+// One rank's totals at the checkpoint (all of them since the run began, or
+// since the current epoch began).
+struct RankTotals {
+  double train_time = 0;  // seconds of training steps so far
+  double epoch_time = 0;  // seconds of steps in the current epoch
+  double loss_sum = 0;    // training loss summed over the current epoch's steps
+  std::uint64_t loss_n = 0;
+};
+
 struct CheckpointState {
   std::uint64_t config_hash = 0;
   std::uint64_t step = 0;           // global steps completed
   std::uint64_t epoch = 0;          // epoch of the next step
   std::uint64_t step_in_epoch = 0;  // steps of that epoch already done
+  bool target_reached = false;
+  std::vector<RankTotals> ranks;    // one entry per rank, in rank order
   std::vector<float> params;
   std::vector<float> momentum;
 };
 
 void save_checkpoint(const std::string& path, const CheckpointState& st);
 // Throws std::runtime_error naming the path and what is wrong (missing,
-// truncated, bad checksum, other configuration, other model size).
-CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n);
+// truncated, bad checksum, other format version, other configuration, other
+// model size, other number of ranks). Memory is bounded by expect_n and
+// expect_ranks: the file's size is checked against them before its body is
+// read.
+CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n,
+                                std::uint64_t expect_ranks);
 
 }  // namespace qsgd::train

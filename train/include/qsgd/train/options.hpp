@@ -23,6 +23,9 @@ std::string to_string(ModelKind m);
 std::string to_string(DatasetKind d);
 std::string to_string(models::LrDecay d);
 ModelKind parse_model(const std::string& name);
+// --checkpoint-signal's names (USR1, USR2, TERM, INT, HUP, with or without
+// "SIG") to the signal number.
+int parse_signal(const std::string& name);
 DatasetKind parse_dataset(const std::string& name);
 models::LrDecay parse_lr_decay(const std::string& name);
 
@@ -66,6 +69,10 @@ struct Options {
   std::string checkpoint;             // checkpoint path; empty: none
   std::size_t checkpoint_every = 0;   // steps; 0 = at epoch ends only
   bool resume = false;
+  // --checkpoint-signal USR1|USR2|TERM|INT|HUP: on this signal, checkpoint
+  // after the current step and stop (exit code 8; Trainer::run). 0: none.
+  // Not in to_json(): like the peer timeout it changes no result.
+  int checkpoint_signal = 0;
   std::size_t hash_every = 0;         // steps between replica hash checks; 0 = end of run only
   std::size_t eval_limit = 0;         // test samples per evaluation; 0 = all
   bool quiet = false;

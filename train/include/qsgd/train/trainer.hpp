@@ -30,6 +30,19 @@ namespace qsgd::train {
 // faults' (7) are in qsgd/comm/communicator.hpp.
 constexpr int exit_replicas_diverged = 5;
 constexpr int exit_loss_not_finite = 6;
+// The checkpoint signal (Options::checkpoint_signal) came: every rank stopped
+// after the same step, the checkpoint and the trace (not complete) are
+// written, and the run continues with --resume.
+constexpr int exit_stopped_at_signal = 8;
+
+enum class RunEnd { finished, stopped_at_signal };
+
+// Installs the handler of the checkpoint signal (a signal number, e.g.
+// SIGUSR1): it only sets a flag, which the trainer reads after every step.
+// qsgd-train calls it first thing in main(): until then the signal has its
+// default action (for SIGUSR1, ending the process). Throws
+// std::runtime_error if sigaction fails.
+void watch_checkpoint_signal(int sig);
 
 class Trainer {
  public:
@@ -45,8 +58,12 @@ class Trainer {
 
   // Epochs from the resumed position until Options::epochs or the target
   // accuracy; then the replicas' parameter hashes are compared and the trace
-  // is sealed. Collective.
-  void run();
+  // is sealed. With Options::checkpoint_signal set, the ranks agree after
+  // every step (a one-number allreduce) whether the signal came to any of
+  // them; if so they write the checkpoint after that step (or at the end of
+  // its epoch, when it was the epoch's last) and run() returns
+  // stopped_at_signal with the trace flushed but not sealed. Collective.
+  RunEnd run();
 
   // One step: forward, backward with the gradient hooks, wait for the
   // averaged gradients, SGD update; its record goes to the trace. Returns
@@ -55,7 +72,8 @@ class Trainer {
 
   // End of an epoch: reduces its time and mean loss, evaluates unless the
   // last step just did, records the epoch and writes the checkpoint.
-  // `steps` is the number of steps this epoch ran. Collective.
+  // `steps` is the number of steps this epoch ran (before and after a
+  // resume). Collective.
   void end_of_epoch(std::uint64_t epoch, std::uint64_t steps);
 
   // Global steps done (resumed ones included).

@@ -1,0 +1,166 @@
+// Unit tests of qsgd::train's pieces that need no MPI job: the command line
+// (every refusal names the option and the value) and the checkpoint file
+// (round trip of every field, each mismatch named, the size checked before
+// anything is read). The end-to-end checks of qsgd-train are the shell tests
+// next to this file.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "qsgd/train/checkpoint.hpp"
+#include "qsgd/train/options.hpp"
+
+namespace qt = qsgd::train;
+
+namespace {
+
+qt::Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "qsgd-train");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return qt::parse(static_cast<int>(args.size()), argv.data());
+}
+
+// The message parse() throws for `args`, or "" when it accepts them.
+std::string refusal(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Options, RefusalsNameTheOptionAndTheValue) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--bogus"}, "unknown option '--bogus'"},
+      {{"--bits", "40"}, "--bits must be 1..24"},
+      {{"--strategy", "carrier-pigeon"}, "unknown strategy 'carrier-pigeon'"},
+      {{"--model", "resnet"}, "--model must be mlp, cnn or lstm, got 'resnet'"},
+      {{"--mlp-widths", "784,,10"}, "--mlp-widths needs an integer in 1..4294967295, got ''"},
+      // Numbers are taken as written or refused: no sign after blanks
+      // (std::stoull would negate it), no truncation to a 32-bit field, no
+      // infinity, no byte count past 64 bits.
+      {{"--batch", " -1"}, "--batch needs a non-negative integer, got ' -1'"},
+      {{"--s", "4294967312"}, "--s needs an integer in 0..4294967295, got '4294967312'"},
+      {{"--d", "4294967296"}, "--d needs an integer in 0..4294967295"},
+      {{"--lr", "inf"}, "--lr needs a finite number, got 'inf'"},
+      {{"--fusion-mb", "17592186044417"}, "--fusion-mb is too large"},
+      {{"--checkpoint-signal", "KILL", "--checkpoint", "c"}, "--checkpoint-signal must be USR1, USR2, TERM, INT or HUP, got 'KILL'"},
+      {{"--checkpoint-signal", "USR1"}, "--checkpoint-signal needs --checkpoint FILE"},
+      {{"--resume"}, "--resume needs --checkpoint FILE"},
+  };
+  for (const auto& [args, want] : cases) {
+    const std::string got = refusal(args);
+    EXPECT_NE(got.find(want), std::string::npos) << args.front() << ": got '" << got << "', expected '" << want << "'";
+  }
+}
+
+TEST(Options, CheckpointSignalIsTakenByNameAndLeftOutOfTheRunIdentity) {
+  const qt::Options plain = parse({"--checkpoint", "c"});
+  EXPECT_EQ(plain.checkpoint_signal, 0);
+  EXPECT_EQ(parse({"--checkpoint", "c", "--checkpoint-signal", "USR1"}).checkpoint_signal, SIGUSR1);
+  EXPECT_EQ(parse({"--checkpoint", "c", "--checkpoint-signal", "SIGTERM"}).checkpoint_signal, SIGTERM);
+  // A run resumed with or without the signal is the same run (same
+  // configuration, so the checkpoint's hash matches).
+  EXPECT_EQ(parse({"--checkpoint", "c", "--checkpoint-signal", "USR2"}).to_json(), plain.to_json());
+}
+
+namespace {
+
+struct TempPath {
+  std::string path = ::testing::TempDir() + "qsgd-ckpt-" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  ~TempPath() { std::remove(path.c_str()); }
+};
+
+qt::CheckpointState sample_state(std::size_t n, std::size_t ranks) {
+  qt::CheckpointState st;
+  st.config_hash = 0x1234567890abcdefull;
+  st.step = 70;
+  st.epoch = 1;
+  st.step_in_epoch = 6;
+  st.target_reached = true;
+  for (std::size_t r = 0; r < ranks; ++r)
+    st.ranks.push_back({10.5 + static_cast<double>(r), 0.75 * static_cast<double>(r), 3.25, 6 + r});
+  for (std::size_t i = 0; i < n; ++i) {
+    st.params.push_back(0.5f * static_cast<float>(i) - 1.0f);
+    st.momentum.push_back(-0.125f * static_cast<float>(i));
+  }
+  return st;
+}
+
+std::vector<char> bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string load_error(const std::string& path, std::uint64_t hash, std::uint64_t n, std::uint64_t ranks) {
+  try {
+    qt::load_checkpoint(path, hash, n, ranks);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripsEveryFieldAndEveryRanksTotals) {
+  const TempPath f;
+  const auto st = sample_state(9, 3);
+  qt::save_checkpoint(f.path, st);
+  EXPECT_EQ(bytes_of(f.path).size(), 64u + 3 * 32 + 9 * 8 + 4);  // the layout of checkpoint.hpp
+  const auto back = qt::load_checkpoint(f.path, st.config_hash, 9, 3);
+  EXPECT_EQ(back.step, st.step);
+  EXPECT_EQ(back.epoch, st.epoch);
+  EXPECT_EQ(back.step_in_epoch, st.step_in_epoch);
+  EXPECT_TRUE(back.target_reached);
+  ASSERT_EQ(back.ranks.size(), 3u);
+  for (std::size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(back.ranks[r].train_time, st.ranks[r].train_time);
+    EXPECT_EQ(back.ranks[r].epoch_time, st.ranks[r].epoch_time);
+    EXPECT_EQ(back.ranks[r].loss_sum, st.ranks[r].loss_sum);
+    EXPECT_EQ(back.ranks[r].loss_n, st.ranks[r].loss_n);
+  }
+  EXPECT_EQ(back.params, st.params);
+  EXPECT_EQ(back.momentum, st.momentum);
+}
+
+TEST(Checkpoint, EachMismatchIsNamed) {
+  const TempPath f;
+  const auto st = sample_state(5, 2);
+  qt::save_checkpoint(f.path, st);
+  EXPECT_NE(load_error(f.path, st.config_hash + 1, 5, 2).find("another configuration"), std::string::npos);
+  EXPECT_NE(load_error(f.path, st.config_hash, 6, 2).find("holds 5 parameters, the model has 6"), std::string::npos);
+  EXPECT_NE(load_error(f.path, st.config_hash, 5, 4).find("written by 2 ranks, this run has 4"), std::string::npos);
+  EXPECT_NE(load_error(f.path + ".missing", st.config_hash, 5, 2).find("cannot open"), std::string::npos);
+}
+
+TEST(Checkpoint, AnOlderFormatVersionIsRefusedByName) {
+  const TempPath f;
+  qt::save_checkpoint(f.path, sample_state(5, 2));
+  auto b = bytes_of(f.path);
+  b[8] = 1;  // the version word: a version-1 file (no per-rank totals)
+  std::ofstream(f.path, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
+  EXPECT_NE(load_error(f.path, 0x1234567890abcdefull, 5, 2).find("has format version 1 (this build reads version 2)"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, AFlippedBitFailsTheChecksum) {
+  const TempPath f;
+  const auto st = sample_state(5, 2);
+  qt::save_checkpoint(f.path, st);
+  auto b = bytes_of(f.path);
+  b[64 + 8] ^= 0x10;  // rank 0's epoch time
+  std::ofstream(f.path, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
+  EXPECT_NE(load_error(f.path, st.config_hash, 5, 2).find("fails its checksum"), std::string::npos);
+}
