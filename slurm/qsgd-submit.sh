@@ -264,7 +264,11 @@ time_seconds() {
   echo $(((10#$d * 24 + 10#$h) * 3600 + 10#$m * 60 + 10#$sec))
 }
 slurm_time() { printf '%d-%02d:%02d:%02d' $(($1 / 86400)) $(($1 % 86400 / 3600)) $(($1 % 3600 / 60)) $(($1 % 60)); }
-time_seconds "$time_limit" >/dev/null
+limit_s="$(time_seconds "$time_limit")" || exit 2
+# Slurm sends the signal up to 60 s before the lead asked for: a lead of half
+# the limit or more would stop every run as it starts.
+[ "$signal_before" = 0 ] || [ $((2 * signal_before)) -lt "$limit_s" ] ||
+  die "--signal-before $signal_before s is not below half the time limit ($time_limit): every run would be stopped as it starts"
 if [ -n "$site_env" ]; then
   site_env="$(abspath "$site_env")"
   if [ ! -f "$site_env" ]; then

@@ -135,6 +135,22 @@ TEST(Checkpoint, RoundTripsEveryFieldAndEveryRanksTotals) {
   EXPECT_EQ(back.momentum, st.momentum);
 }
 
+TEST(Checkpoint, TargetNotReachedRoundTrips) {
+  const TempPath f;
+  auto st = sample_state(2, 1);
+  st.target_reached = false;
+  qt::save_checkpoint(f.path, st);
+  EXPECT_FALSE(qt::load_checkpoint(f.path, st.config_hash, 2, 1).target_reached);
+}
+
+TEST(Checkpoint, AWrongSizeIsRefusedBeforeTheBodyIsRead) {
+  const TempPath f;
+  const auto st = sample_state(5, 2);
+  qt::save_checkpoint(f.path, st);
+  std::ofstream(f.path, std::ios::binary | std::ios::app).put('x');  // one byte appended
+  EXPECT_NE(load_error(f.path, st.config_hash, 5, 2).find("has the wrong size"), std::string::npos);
+}
+
 TEST(Checkpoint, EachMismatchIsNamed) {
   const TempPath f;
   const auto st = sample_state(5, 2);

@@ -8,6 +8,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -49,10 +50,12 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // "<what> of qsgd-train at step S".
 qc::MpiSite at(const char* what, std::uint64_t step) { return {what, "qsgd-train", static_cast<std::int64_t>(step)}; }
 
-// Set by the checkpoint signal's handler (watch_checkpoint_signal); read
-// after every step.
-volatile std::sig_atomic_t checkpoint_signal_seen = 0;
-extern "C" void on_checkpoint_signal(int) { checkpoint_signal_seen = 1; }
+// Set by the checkpoint signal's handler (watch_checkpoint_signal) on
+// whichever thread the signal lands; read after every step. A lock-free
+// atomic: safe in a handler and across threads.
+std::atomic<int> checkpoint_signal_seen{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
+extern "C" void on_checkpoint_signal(int) { checkpoint_signal_seen.store(1); }
 
 struct Data {
   qm::LabeledDataset train, test;
@@ -448,12 +451,14 @@ struct Trainer::Impl {
     if (o.hash_every && step % o.hash_every == 0) check_replicas();
     if (o.eval_every && step % o.eval_every == 0) last_eval = eval_now(epoch);
     if (o.checkpoint_signal != 0) {  // the ranks agree to stop after the same step
-      double seen = checkpoint_signal_seen ? 1 : 0;
+      double seen = checkpoint_signal_seen.load() ? 1 : 0;
       comm.allreduce_max(&seen, 1, at("checkpoint signal allreduce", step));
       stopping = seen > 0;
     }
-    // A stop at an epoch's last step checkpoints at the epoch's end.
-    if ((stopping || (o.checkpoint_every && step % o.checkpoint_every == 0)) && b + 1 < steps_per_epoch)
+    // A stop at an epoch's last step checkpoints at the epoch's end; so does
+    // a run that just reached its target (it ends this epoch now: a
+    // checkpoint here would resume past an epoch record never written).
+    if ((stopping || (o.checkpoint_every && step % o.checkpoint_every == 0)) && b + 1 < steps_per_epoch && !reached)
       checkpoint(epoch, b + 1);
     else if (trace && step % o.flush_every == 0)
       trace->flush();
