@@ -48,6 +48,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$repo" ] && [ -n "$train" ] || { echo "usage: $0 --repo DIR --train PATH" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/../trace_query.sh"  # attr, is_complete, steps_in, data_of
 t0=$SECONDS
 say() { echo "[slurm-test $((SECONDS - t0))s] $*"; }
 
@@ -262,7 +263,6 @@ wait_empty() {  # wait_empty SECONDS: until no job is pending or running
 # finished jobs for MinJobAge, 300 s).
 job_states() { scontrol -o show job "$1" | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | awk '{ print $2 "x" $1 }'; }
 submitted_ids() { sed -n 's/^# K=[0-9]*: submitted job \([0-9]*\);.*/\1/p; s/^# collect: job \([0-9]*\) .*/\1/p' "$1"; }
-is_complete() { h5dump -a /complete "$1" 2>/dev/null | grep -q '(0): "true"'; }
 stamps() {  # inode and nanosecond mtime of every trace: changes when one is rewritten
   (cd "$sweep/traces" && stat -c '%n %i %.9Y' -- *.h5)
 }
@@ -495,30 +495,24 @@ want_in "$tmp/badsite.out" "badsite.conf: unknown key 'frobnicate'" "the unknown
 # Two runs at once (each takes one of the node's two CPUs): 6b waits for a
 # real time limit while 6a is stopped by the checkpoint signal.
 rs_args() { awk -F'\t' '$1 == 0 { print $3 }' "$1"/manifest-*.tsv; }
-step_rows() {  # step_rows FILE: the /steps/step column, one value per line
-  h5dump -d /steps/step "$1" 2>/dev/null | sed -n '/^ *DATA {/,/}/{p;/}/q}' | sed '1d;$d' |
-    sed 's/([0-9,]*)://g' | tr ',' '\n' | sed 's/^ *//;/^$/d'
-}
-attr_of() { h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): "\(.*\)"$/\1/p'; }
 uncut_hash() {  # uncut_hash SWEEP: final parameters of the same run, uncut, under mpirun
   local args
   read -ra args <<<"$(rs_args "$1")"
   # The synthetic backward only adds wall time: 0 here (the last value counts).
   (. "$repo/scripts/openmpi-env.sh" && mpirun -np 2 "$train" "${args[@]}" --synthetic-backward-ms 0 --quiet \
     --trace "$1/uncut.h5") >"$1/uncut.log" 2>&1 || { cat "$1/uncut.log"; fail "the uncut reference run of $1 failed"; }
-  attr_of "$1/uncut.h5" final_params_fnv1a
+  attr "$1/uncut.h5" final_params_fnv1a
 }
 check_restarted() {  # check_restarted SWEEP STEPS WHAT: complete, uncut bits, every step once
   local t="$1/traces/mlp_allgather_fixed-4bit_K2.h5" want got
   is_complete "$t" || fail "$3: the trace is not complete"
-  want="$(uncut_hash "$1")" got="$(attr_of "$t" final_params_fnv1a)"
+  want="$(uncut_hash "$1")" got="$(attr "$t" final_params_fnv1a)"
   [ -n "$want" ] && [ "$got" = "$want" ] || fail "$3: final parameters $got, the uncut run's $want"
-  [ "$(step_rows "$t" | sort -n | uniq -d | wc -l)" = 0 ] || fail "$3: a step appears twice in the trace"
-  [ "$(step_rows "$t" | wc -l)" = "$2" ] || fail "$3: the trace holds $(step_rows "$t" | wc -l) steps, expected $2"
+  [ "$(data_of "$t" /steps/step | sort -n | uniq -d | wc -l)" = 0 ] || fail "$3: a step appears twice in the trace"
+  [ "$(data_of "$t" /steps/step | wc -l)" = "$2" ] || fail "$3: the trace holds $(data_of "$t" /steps/step | wc -l) steps, expected $2"
   [ ! -e "$1/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt" ] || fail "$3: the checkpoint of a finished run was left behind"
   say "$3: the run ended with the uncut run's parameters ($got), $2 steps, each once"
 }
-steps_of() { h5dump -H -d /steps/step "$1" 2>/dev/null | sed -n 's/.*DATASPACE *SIMPLE { ( \([0-9]*\) ).*/\1/p'; }
 
 say "6. restarts: 6b under a real 1-minute time limit (periodic checkpoints), 6a stopped by the checkpoint signal"
 rs_b="$tmp/limit" rs_a="$tmp/signal"
@@ -536,8 +530,8 @@ mapfile -t ids6a < <(submitted_ids "$tmp/submit6a.out")
 # (--signal=B:USR1@S) comes at a 30-second granularity; scancel --batch
 # delivers the same signal the same way, at a chosen moment: mid-run.
 t_a="$rs_a/traces/mlp_allgather_fixed-4bit_K2.h5"
-for _ in $(seq 600); do [ "$(steps_of "$t_a")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
-[ "$(steps_of "$t_a")" -ge 16 ] 2>/dev/null || fail "6a: the run wrote no 16 steps in 60 s"
+for _ in $(seq 600); do [ "$(steps_in "$t_a")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
+[ "$(steps_in "$t_a")" -ge 16 ] 2>/dev/null || fail "6a: the run wrote no 16 steps in 60 s"
 scancel --batch --signal=USR1 "${ids6a[0]}" || fail "6a: scancel --signal failed"
 deadline=$((SECONDS + 150))
 until is_complete "$t_a"; do [ "$SECONDS" -lt "$deadline" ] || fail "6a: the run did not finish within 150 s"; sleep 1; done

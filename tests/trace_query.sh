@@ -1,0 +1,16 @@
+# shellcheck shell=bash
+# Reading qsgd-train traces from shell tests with h5dump (docs/traces.md):
+# sourced by tests/train/common.sh and the Slurm test.
+attr() {  # attr FILE NAME -> value of a string attribute of the root group
+  h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): "\(.*\)"$/\1/p'
+}
+is_complete() {  # is_complete FILE: the run finished (root attribute complete == "true")
+  [ "$(attr "$1" complete)" = true ]
+}
+steps_in() {  # steps_in FILE -> number of step rows
+  h5dump -H -d /steps/step "$1" 2>/dev/null | sed -n 's/.*DATASPACE *SIMPLE { ( \([0-9]*\) ).*/\1/p'
+}
+data_of() {  # data_of FILE DATASET -> the dataset's values, one per line
+  h5dump -d "$2" "$1" 2>/dev/null | sed -n '/^ *DATA {/,/}/{p;/}/q}' | sed '1d;$d' \
+    | sed 's/([0-9,]*)://g' | tr ',' '\n' | sed 's/^ *//;/^$/d'
+}
