@@ -25,6 +25,11 @@
 #                       --sample=none --cpuctxsw=none; sampling needs perf
 #                       events, often not allowed in containers, and triples
 #                       the time of a short job here)
+#   --mpi-impl IMPL     nsys --mpi-impl (openmpi or mpich) for --trace mpi;
+#                       default: from the MPI library the program links
+#                       (ldd: libmpi.so.40 is Open MPI, libmpich or
+#                       libmpi.so.12 MPICH and its derivatives), else from the
+#                       launcher's --version (mpirun; srun names no MPI)
 #   --nsys-args ARGS    more `nsys profile` options, word-split
 #   --timeout SEC       stop the profiled job after SEC seconds (default none)
 #   --keep-qdstrm       keep the raw .qdstrm files (tens of MB each)
@@ -46,7 +51,7 @@ root="$(cd "$here/../.." && pwd)"
 DEFAULT_TRAIN=(--model mlp --mlp-widths "784,64,10" --dataset teacher --teacher-samples 2048 --batch 32
   --max-steps 5 --epochs 1 --eval-limit 256 --strategy allgather --codec fixed --bits 4 --quiet)
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 die() { echo "profile-train: error: $*" >&2; exit 1; }
 
 out="nsys-profile"
@@ -59,6 +64,7 @@ name=train
 ref=train/step
 sampling=0
 nsys_extra=""
+mpi_impl=""
 timeout_s=""
 keep_qdstrm=0
 build="${QSGD_BUILD_DIR:-$root/build/dev}"
@@ -74,6 +80,7 @@ while [ $# -gt 0 ]; do
     --ref) ref="$2"; shift 2 ;;
     --sampling) sampling=1; shift ;;
     --nsys-args) nsys_extra="$2"; shift 2 ;;
+    --mpi-impl) mpi_impl="$2"; shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --keep-qdstrm) keep_qdstrm=1; shift ;;
     --build) build="$2"; shift 2 ;;
@@ -129,7 +136,19 @@ find_importer() {
   return 1
 }
 
-mpi_impl=""
+# The MPI implementation nsys is to trace: the library the program links,
+# which is what runs whatever the launcher (srun prints only Slurm's version).
+mpi_of_program() {
+  local exe libs
+  exe="$(command -v "$1" 2>/dev/null)" || return 0
+  libs="$(ldd "$exe" 2>/dev/null)" || return 0
+  case "$libs" in
+    *libmpi.so.40*) echo openmpi ;;
+    *libmpich*|*libmpi.so.12*) echo mpich ;;
+  esac
+}
+case "$mpi_impl" in ""|openmpi|mpich) ;; *) echo "profile-train: --mpi-impl must be openmpi or mpich" >&2; exit 2 ;; esac
+if [ -z "$mpi_impl" ] && [[ ",$trace," == *,mpi,* ]]; then mpi_impl="$(mpi_of_program "${cmd[0]}")"; fi
 if [ "$np" != 0 ]; then
   if [ -z "$launcher" ]; then
     launcher="mpirun"
@@ -138,13 +157,17 @@ if [ "$np" != 0 ]; then
   read -r -a launch <<< "$launcher"
   command -v "${launch[0]}" > /dev/null || die "launcher '${launch[0]}' not found (--launcher)"
   if [ "$(basename "${launch[0]}")" = srun ]; then launch+=(-n "$np"); else launch+=(-np "$np"); fi
-  if [[ ",$trace," == *,mpi,* ]]; then
+  if [ -z "$mpi_impl" ] && [[ ",$trace," == *,mpi,* ]]; then
     v="$("${launch[0]}" --version 2>&1 || true)"
     case "$v" in
       *"Open MPI"*|*OpenRTE*) mpi_impl=openmpi ;;
       *MPICH*|*HYDRA*|*"Intel(R) MPI"*) mpi_impl=mpich ;;
     esac
   fi
+fi
+
+if [ -z "$mpi_impl" ] && [[ ",$trace," == *,mpi,* ]]; then
+  echo "profile-train: note: no MPI implementation found for nsys --trace=mpi (give --mpi-impl openmpi|mpich)" >&2
 fi
 
 mkdir -p "$out"

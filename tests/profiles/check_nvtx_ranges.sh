@@ -10,7 +10,11 @@
 #                                   of nsys that names the NVTX summary as nsys
 #                                   after 2022 does (report nvtx_sum, file
 #                                   *_nvtx_sum.csv; the old name refused), so
-#                                   that the recipe is checked with both names
+#                                   that the recipe is checked with both names,
+#                                   and launched through a shim of srun (whose
+#                                   --version names only Slurm): the recipe must
+#                                   find Open MPI from the program's libraries
+#                                   and pass nsys --mpi-impl=openmpi
 # Every job also runs the fp32 allreduce of the small tensors (comm/allreduce)
 # and every train/, model/, data/, optim/ and qsgd/ phase.
 #
@@ -99,19 +103,34 @@ done
 SHIM
 } > "$out/shim/nsys"
 chmod +x "$out/shim/nsys"
+# srun as the recipe meets it on a cluster (its --version names Slurm, not the
+# MPI), running the ranks with mpirun here.
+{
+  echo '#!/usr/bin/env bash'
+  echo "mpiexec='$(command -v "$mpiexec")'"
+  cat <<'SHIM'
+[ "$1" != --version ] || { echo "slurm 22.05.8"; exit 0; }
+[ "$1" = -n ] || { echo "srun shim: expected -n N, got $*" >&2; exit 2; }
+np="$2"; shift 2
+exec "$mpiexec" -np "$np" "$@"
+SHIM
+} > "$out/shim/srun"
+chmod +x "$out/shim/srun"
 csvs=()
 for job in "${jobs[@]}"; do
   name="${job%%:*}"
   read -r -a args <<< "${job#*:}"
-  nsys_bin="$real_nsys" report=nvtxsum
-  [ "$name" != allreduce16 ] || nsys_bin="$out/shim/nsys" report=nvtx_sum
+  nsys_bin="$real_nsys" report=nvtxsum launch="$launcher"
+  [ "$name" != allreduce16 ] || nsys_bin="$out/shim/nsys" report=nvtx_sum launch="$out/shim/srun"
   echo "== $name: ${args[*]} (nsys report $report)"
-  if ! NSYS="$nsys_bin" "$recipe" --out "$out/$name" --name "$name" --np 2 --launcher "$launcher" --timeout 180 \
+  if ! NSYS="$nsys_bin" "$recipe" --out "$out/$name" --name "$name" --np 2 --launcher "$launch" --timeout 180 \
          -- "$train" "${common[@]}" "${args[@]}"; then
     echo "FAIL: profiling job '$name' failed (log: $out/$name/profile.log)"
     exit 1
   fi
   [ -s "$out/$name/${name}_${report}.csv" ] || { echo "FAIL: no ${name}_${report}.csv from the recipe"; exit 1; }
+  grep -q -- "--mpi-impl=openmpi" "$out/$name/profile.log" ||
+    { echo "FAIL: $name: nsys was not given --mpi-impl=openmpi (launcher $launch; log: $out/$name/profile.log)"; exit 1; }
   csvs+=("$out/$name/${name}_${report}.csv")
 done
 
