@@ -25,6 +25,12 @@
 #                       --sample=none --cpuctxsw=none; sampling needs perf
 #                       events, often not allowed in containers, and triples
 #                       the time of a short job here)
+#   --capture           record only the NVTX range train/capture, which
+#                       qsgd-train --profile-steps A:B opens over global steps
+#                       A..B-1 (nsys --capture-range=nvtx
+#                       --nvtx-capture=train/capture --capture-range-end=stop;
+#                       NSYS_NVTX_PROFILER_REGISTER_ONLY=0, which nsys needs
+#                       for a range name that is not a registered string)
 #   --mpi-impl IMPL     nsys --mpi-impl (openmpi or mpich) for --trace mpi;
 #                       default: from the MPI library the program links
 #                       (ldd: libmpi.so.40 is Open MPI, libmpich or
@@ -65,6 +71,7 @@ ref=train/step
 sampling=0
 nsys_extra=""
 mpi_impl=""
+capture=0
 timeout_s=""
 keep_qdstrm=0
 build="${QSGD_BUILD_DIR:-$root/build/dev}"
@@ -81,6 +88,7 @@ while [ $# -gt 0 ]; do
     --sampling) sampling=1; shift ;;
     --nsys-args) nsys_extra="$2"; shift 2 ;;
     --mpi-impl) mpi_impl="$2"; shift 2 ;;
+    --capture) capture=1; shift ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --keep-qdstrm) keep_qdstrm=1; shift ;;
     --build) build="$2"; shift 2 ;;
@@ -182,6 +190,10 @@ session="qsgd-$$-$name"
 nsys_opts=(profile "--trace=$trace" --force-overwrite=true)
 if [ "$sampling" = 0 ]; then nsys_opts+=(--sample=none --cpuctxsw=none); fi
 if [ -n "$mpi_impl" ]; then nsys_opts+=("--mpi-impl=$mpi_impl"); fi
+if [ "$capture" = 1 ]; then
+  nsys_opts+=(--capture-range=nvtx --nvtx-capture=train/capture --capture-range-end=stop)
+  export NSYS_NVTX_PROFILER_REGISTER_ONLY=0
+fi
 if [ -n "$nsys_extra" ]; then read -r -a extra <<< "$nsys_extra"; nsys_opts+=("${extra[@]}"); fi
 
 if [ "$np" = 0 ]; then

@@ -6,6 +6,8 @@
 #                                   NOT appear (the documented exception)
 #   scatter-reduce + elias-dense    qsgd/quantize, comm/scatter-reduce
 #   param-server   + elias-sparse   comm/param-server
+#   capture (--profile-steps 1:2)   train/capture; recorded with the recipe's
+#                                   --capture, only the window's steps
 #   allreduce16                     comm/allreduce16; profiled through a shim
 #                                   of nsys that names the NVTX summary as nsys
 #                                   after 2022 does (report nvtx_sum, file
@@ -76,6 +78,7 @@ jobs=(
   "elias-scatter-reduce:--strategy scatter-reduce --codec elias-dense --bits 4"
   "sparse-param-server:--strategy param-server --codec elias-sparse --bits 2"
   "allreduce16:--strategy allreduce16"
+  "capture:--strategy allgather --codec fixed --bits 4 --max-steps 4 --profile-steps 1:2"
 )
 rm -rf "$out"
 mkdir -p "$out/shim"
@@ -120,10 +123,11 @@ csvs=()
 for job in "${jobs[@]}"; do
   name="${job%%:*}"
   read -r -a args <<< "${job#*:}"
-  nsys_bin="$real_nsys" report=nvtxsum launch="$launcher"
+  nsys_bin="$real_nsys" report=nvtxsum launch="$launcher" capture=()
+  [ "$name" != capture ] || capture=(--capture)
   [ "$name" != allreduce16 ] || nsys_bin="$out/shim/nsys" report=nvtx_sum launch="$out/shim/srun"
   echo "== $name: ${args[*]} (nsys report $report)"
-  if ! NSYS="$nsys_bin" "$recipe" --out "$out/$name" --name "$name" --np 2 --launcher "$launch" --timeout 180 \
+  if ! NSYS="$nsys_bin" "$recipe" --out "$out/$name" --name "$name" --np 2 --launcher "$launch" "${capture[@]}" --timeout 180 \
          -- "$train" "${common[@]}" "${args[@]}"; then
     echo "FAIL: profiling job '$name' failed (log: $out/$name/profile.log)"
     exit 1
@@ -139,6 +143,21 @@ status=0
 # (docs/profiling.md says so; a change there must change the docs).
 if "$python" "$summary" names "$out/fixed-allgather/fixed-allgather_nvtxsum.csv" | grep -Fxq qsgd/quantize; then
   echo "FAIL: qsgd/quantize was recorded with the fixed codec, documented as fused (no separate quantize)"
+  status=1
+fi
+# The capture window (qsgd-train --profile-steps 1:2, recipe --capture):
+# train/capture once per rank, and train/step for the window's one step per
+# rank (nsys stops asynchronously: at most one more step per rank may begin
+# before it does), not the run's 4 per rank.
+if ! "$python" - "$out/capture/summary.json" <<'PY'
+import json, sys
+r = {x["range"]: x["count"] for x in json.load(open(sys.argv[1]))["ranges"]}
+cap, steps = r.get("train/capture", 0), r.get("train/step", 0)
+print("capture window: train/capture %d, train/step %d (run: 8 steps over 2 ranks)" % (cap, steps))
+sys.exit(0 if cap == 2 and 2 <= steps <= 4 else 1)
+PY
+then
+  echo "FAIL: the capture window recorded more or less than steps 1..1 of each rank"
   status=1
 fi
 echo "== documented ranges against the recorded ones"

@@ -57,6 +57,9 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
       {{"--checkpoint-signal", "KILL", "--checkpoint", "c"}, "--checkpoint-signal must be USR1, USR2, TERM, INT or HUP, got 'KILL'"},
       {{"--checkpoint-signal", "USR1"}, "--checkpoint-signal needs --checkpoint FILE"},
       {{"--resume"}, "--resume needs --checkpoint FILE"},
+      {{"--profile-steps", "3"}, "--profile-steps needs A:B (global steps A to B - 1), got '3'"},
+      {{"--profile-steps", "4:2"}, "--profile-steps A:B needs A < B, got '4:2'"},
+      {{"--profile-steps", "1:x"}, "--profile-steps needs a non-negative integer, got 'x'"},
   };
   for (const auto& [args, want] : cases) {
     const std::string got = refusal(args);
@@ -72,6 +75,13 @@ TEST(Options, CheckpointSignalIsTakenByNameAndLeftOutOfTheRunIdentity) {
   // A run resumed with or without the signal is the same run (same
   // configuration, so the checkpoint's hash matches).
   EXPECT_EQ(parse({"--checkpoint", "c", "--checkpoint-signal", "USR2"}).to_json(), plain.to_json());
+}
+
+TEST(Options, ProfileStepsAreAWindowOutsideTheRunIdentity) {
+  const qt::Options o = parse({"--profile-steps", "10:20"});
+  EXPECT_EQ(o.profile_begin, 10u);
+  EXPECT_EQ(o.profile_end, 20u);
+  EXPECT_EQ(o.to_json(), parse({}).to_json());
 }
 
 namespace {

@@ -106,6 +106,9 @@ output:
   --resume  --hash-every STEPS  --eval-limit N  --quiet  --label TEXT
   --checkpoint-signal USR1|USR2|TERM|INT|HUP  on this signal, checkpoint after the current step and
                     exit with code 8 (resume with --resume; Slurm: --signal=B:USR1@SECONDS)
+profiling:
+  --profile-steps A:B  NVTX range train/capture over global steps A..B-1: the capture range of
+                    nsys profile --capture-range=nvtx --nvtx-capture=train/capture
 faults:
   --peer-timeout S  a wait with no progress for S seconds ends the job with exit code 7: a peer
                     died or hangs (QSGD_PEER_TIMEOUT, else 30; 0 = no limit)
@@ -194,6 +197,14 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--checkpoint-every") o.checkpoint_every = parse_count(a, val());
     else if (a == "--resume") o.resume = true;
     else if (a == "--checkpoint-signal") o.checkpoint_signal = parse_signal(val());
+    else if (a == "--profile-steps") {
+      const std::string v = val();
+      const auto colon = v.find(':');
+      if (colon == std::string::npos) bad("--profile-steps needs A:B (global steps A to B - 1), got '" + v + "'");
+      o.profile_begin = parse_count(a, v.substr(0, colon));
+      o.profile_end = parse_count(a, v.substr(colon + 1));
+      if (o.profile_end <= o.profile_begin) bad("--profile-steps A:B needs A < B, got '" + v + "'");
+    }
     else if (a == "--hash-every") o.hash_every = parse_count(a, val());
     else if (a == "--eval-limit") o.eval_limit = parse_count(a, val());
     else if (a == "--quiet") o.quiet = true;

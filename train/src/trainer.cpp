@@ -210,6 +210,8 @@ struct Trainer::Impl {
   std::int64_t last_eval_step = -1;
   bool reached = false;
   bool stopping = false;  // the checkpoint signal came: checkpointed, stop after this step
+  std::uint64_t capture_range = 0;  // the open train/capture range (--profile-steps), 0: none
+  bool capturing = false;
   // The current epoch: steps only (evaluations inside it are excluded).
   double epoch_time = 0, loss_sum = 0;
   std::size_t loss_n = 0;
@@ -435,6 +437,10 @@ struct Trainer::Impl {
   // A step and what follows it: timing, progress line, replica check,
   // evaluation, checkpoint or trace flush, the crash test hook.
   double train_step(std::uint64_t epoch, std::uint64_t b) {
+    if (o.profile_end > 0 && step == o.profile_begin) {  // --profile-steps: a start/end range, which
+      capture_range = qsgd::prof::start("train/capture");  // may span the epoch's push/pop range
+      capturing = true;
+    }
     const auto t_train = Clock::now();
     run_step(epoch, b);
     const double dt = seconds_since(t_train);
@@ -443,6 +449,7 @@ struct Trainer::Impl {
     loss_sum += rec.loss;
     ++loss_n;
     ++step;
+    if (capturing && step == o.profile_end) end_capture();
     if (interactive) {
       std::fprintf(stderr, "\repoch %llu step %llu/%zu loss %.4f %.1f samples/s   ",
                    static_cast<unsigned long long>(epoch), static_cast<unsigned long long>(b + 1), steps_per_epoch,
@@ -506,7 +513,18 @@ struct Trainer::Impl {
     last_eval = {0, 0};
   }
 
+  RunEnd stopped() {
+    if (capturing) end_capture();
+    return RunEnd::stopped_at_signal;
+  }
+
+  void end_capture() {
+    qsgd::prof::end(capture_range);
+    capturing = false;
+  }
+
   void finish() {
+    if (capturing) end_capture();  // the run ended inside the window
     check_replicas();
     if (!trace) return;
     trace->set_attribute("target_reached", reached ? "true" : "false");
@@ -524,9 +542,9 @@ struct Trainer::Impl {
       begin_epoch(epoch, first > 0);
       std::uint64_t b = first;
       for (; b < steps_per_epoch && !reached && !stopping; ++b) train_step(epoch, b);
-      if (b < steps_per_epoch && !reached) return RunEnd::stopped_at_signal;  // checkpointed by train_step
+      if (b < steps_per_epoch && !reached) return stopped();  // checkpointed by train_step
       end_of_epoch(epoch, b);
-      if (stopping && epoch + 1 < o.epochs && !reached) return RunEnd::stopped_at_signal;
+      if (stopping && epoch + 1 < o.epochs && !reached) return stopped();
     }
     finish();
     return RunEnd::finished;

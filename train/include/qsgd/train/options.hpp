@@ -73,6 +73,11 @@ struct Options {
   // after the current step and stop (exit code 8; Trainer::run). 0: none.
   // Not in to_json(): like the peer timeout it changes no result.
   int checkpoint_signal = 0;
+  // --profile-steps A:B: an NVTX range train/capture from the start of global
+  // step A to the end of step B - 1 (steps count from 0), the capture range of
+  // `nsys profile --capture-range=nvtx --nvtx-capture=train/capture`. B = 0:
+  // none. Not in to_json(): it changes no result.
+  std::uint64_t profile_begin = 0, profile_end = 0;
   std::size_t hash_every = 0;         // steps between replica hash checks; 0 = end of run only
   std::size_t eval_limit = 0;         // test samples per evaluation; 0 = all
   bool quiet = false;
