@@ -84,10 +84,12 @@ grep -v -q "^qsgd: rank $victim:" <<< "$msg" || fail "only the killed rank is na
 # relayed help message ("ORTE_ERROR_LOG: Data unpack would read past end of
 # buffer in file .../show_help.c") and prints nothing about the code; the job
 # still ends through MPI_Abort ("Per user-direction, the job has been
-# aborted"). Seen once in 6 runs on 2 loaded cores. Only that exact pair is
-# accepted in place of the errorcode line.
+# aborted"). Seen once in 6 runs on 2 loaded cores, and once (of dozens) as
+# "ORTE_ERROR_LOG: Out of resource in file .../show_help.c" with a fuzzer
+# on one core. Only an error of the help relay (show_help.c) together with
+# that line is accepted in place of the errorcode line.
 if ! grep -q "with errorcode 7" "$dir/out.log"; then
-  if grep -q "ORTE_ERROR_LOG: Data unpack would read past end of buffer in file .*show_help.c" "$dir/out.log" &&
+  if grep -q "ORTE_ERROR_LOG: .* in file .*show_help.c" "$dir/out.log" &&
      grep -q "Per user-direction, the job has been aborted" "$dir/out.log"; then
     echo "note: Open MPI lost the MPI_Abort help message (show_help unpack error); errorcode not printed"
   else
