@@ -31,7 +31,7 @@
 // same bits and reports ||out - avg||^2 / ||avg||^2 against the exact average.
 //
 // Usage: mpirun -np K qsgd-bench-exchange [-b 4M] [-e 64M] [-f 4] [-w 3] [-n 10]
-//          [--strategies allreduce,allreduce16,allgather,param-server,scatter-reduce]
+//          [--strategies allreduce,allreduce16,allgather,param-server,scatter-reduce,shared-scale]
 //          [--codecs fixed,elias-dense] [--levels 16] [--bucket 512] [--norm max]
 //          [--half bf16] [--input gaussian] [--seed 1] [-o FILE.json] [--no-check]
 //          [--transports ring,library] [--segment 4M] [--window 8]
@@ -75,7 +75,8 @@ struct Options {
   std::uint64_t factor = 4;
   int warmup = 3, iters = 10;
   std::vector<StrategyKind> strategies = {StrategyKind::allreduce, StrategyKind::allreduce16, StrategyKind::allgather,
-                                          StrategyKind::param_server, StrategyKind::scatter_reduce};
+                                          StrategyKind::param_server, StrategyKind::scatter_reduce,
+                                          StrategyKind::shared_scale};
   std::vector<qsgd::CodecKind> codecs = {qsgd::CodecKind::fixed, qsgd::CodecKind::elias_dense};
   std::uint32_t s = 16, d = 512;
   qsgd::Norm norm = qsgd::Norm::max;
@@ -97,7 +98,8 @@ void print_usage(std::FILE* out) {
                "  -f, --stepfactor F   size multiplier (default 4)\n"
                "  -w, --warmup N       untimed iterations per row (default 3)\n"
                "  -n, --iters N        timed iterations per row (default 10)\n"
-               "  --strategies LIST    allreduce,allreduce16,allgather,param-server,scatter-reduce\n"
+               "  --strategies LIST    allreduce,allreduce16,allgather,param-server,scatter-reduce,\n"
+               "                       shared-scale (default all)\n"
                "  --codecs LIST        codecs of the compressed strategies (default fixed,elias-dense)\n"
                "  --levels S           quantization levels s (default 16: the paper's 4-bit)\n"
                "  --bucket D           bucket size d (default 512)\n"
@@ -357,7 +359,8 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   row.wire_bytes = max_over_ranks(comm, wire / T);
   const double K = comm.size();
   row.bits_per_dim = n ? 8.0 * sum_over_ranks(comm, enc_bytes / T) / K / static_cast<double>(n) : 0;
-  // Requantized messages: one per rank for scatter-reduce, the server's for param-server.
+  // Second-stage messages: one per rank for scatter-reduce (requantized) and
+  // shared-scale (level sums), the server's for param-server.
   const double req = sum_over_ranks(comm, req_bytes / T);
   row.requant_bits_per_dim = n ? 8.0 * req / static_cast<double>(n) : 0;
   if (o.check) {

@@ -20,17 +20,18 @@ std::string to_string(StrategyKind k) {
     case StrategyKind::allgather: return "allgather";
     case StrategyKind::param_server: return "param-server";
     case StrategyKind::scatter_reduce: return "scatter-reduce";
+    case StrategyKind::shared_scale: return "shared-scale";
   }
   return "strategy#" + std::to_string(static_cast<int>(k));
 }
 
 StrategyKind parse_strategy(const std::string& name) {
   for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allreduce16, StrategyKind::allgather,
-                         StrategyKind::param_server, StrategyKind::scatter_reduce})
+                         StrategyKind::param_server, StrategyKind::scatter_reduce, StrategyKind::shared_scale})
     if (name == to_string(k)) return k;
-  throw Error(
-      Errc::invalid_argument,
-      "unknown strategy '" + name + "' (expected allreduce, allreduce16, allgather, param-server or scatter-reduce)");
+  throw Error(Errc::invalid_argument, "unknown strategy '" + name +
+                                          "' (expected allreduce, allreduce16, allgather, param-server, "
+                                          "scatter-reduce or shared-scale)");
 }
 
 std::string to_string(Transport t) {
@@ -152,6 +153,20 @@ FaultInjection FaultInjection::from_env() {
   return parse(e);
 }
 
+void check_shared_scale(const CodecConfig& c, int ranks) {
+  if (!is_quantized(c.codec))
+    throw Error(Errc::invalid_argument,
+                "shared-scale sums quantization levels and needs a quantized codec (fixed, elias-dense, "
+                "elias-sparse or rans), not " + to_string(c.codec));
+  // The reduced chunks carry sums of K levels in [-s, s]: a code of K s levels.
+  const std::uint64_t ks = static_cast<std::uint64_t>(c.s) * static_cast<std::uint64_t>(ranks);
+  const std::uint64_t limit = c.codec == CodecKind::rans ? rans_max_s : max_levels;
+  if (ks > limit)
+    throw Error(Errc::invalid_argument, "shared-scale at " + std::to_string(ranks) + " ranks sends sums of up to K s = " +
+                                            std::to_string(ks) + " levels; codec " + to_string(c.codec) +
+                                            " holds at most " + std::to_string(limit) + " (lower s)");
+}
+
 template <class E>
 std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const Communicator& comm, const E& exec) {
   ExchangeConfig cfg = cfg_in;
@@ -162,12 +177,14 @@ std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const C
   validate(effective_codec(cfg));
   if (cfg.segment_bytes == 0 || cfg.window == 0)
     throw Error(Errc::invalid_argument, "exchange: segment_bytes and window must be at least 1");
+  if (cfg.strategy == StrategyKind::shared_scale) check_shared_scale(cfg.codec, comm.size());
   switch (cfg.strategy) {
     case StrategyKind::allreduce: return detail::make_allreduce(cfg, comm, exec);
     case StrategyKind::allreduce16: return detail::make_allreduce16(cfg, comm, exec);
     case StrategyKind::allgather: return detail::make_allgather(cfg, comm, exec);
     case StrategyKind::param_server: return detail::make_param_server(cfg, comm, exec);
-    case StrategyKind::scatter_reduce: return detail::make_scatter_reduce(cfg, comm, exec);
+    case StrategyKind::scatter_reduce:
+    case StrategyKind::shared_scale: return detail::make_scatter_reduce(cfg, comm, exec);
   }
   throw Error(Errc::invalid_argument,
               "make_exchange: unknown strategy " + std::to_string(static_cast<int>(cfg.strategy)));

@@ -25,6 +25,20 @@
 // of n/K; K decodes of n/K. Wire per rank ~ 2 messages, independent of K:
 // wire_bytes = sum_{r != me} bytes(chunk me of r) + sum_{j != me}
 // bytes(reduced chunk j) + 64 (K-1).
+//
+// Shared scale (StrategyKind::shared_scale; spec section 4, docs/exchange.md):
+// one quantization error instead of two. Each rank computes its bucket scales
+// and the ranks agree on the largest of each (MPI_Iallreduce with MPI_MAX of
+// n/d floats, in both transports: 1/d of the vector). Every rank quantizes
+// against the agreed scales (key (seed, step, r, tensor), as above), so the
+// chunk messages of every rank carry the same scales; rank j decodes them to
+// integer levels, checks their scales, and sums the levels. Sums of K levels
+// in [-s, s] are a quantized vector with K s levels and the same scales,
+// whose value is scale * sum / (K s), exactly the average of the K ranks'
+// quantized values: the reduced chunk is encoded as such (no draw, no second
+// error), with about log2(K) more bits per coordinate, and allgathered as in
+// scatter-reduce. Wire per rank: scatter-reduce's plus the scale allreduce,
+// 2 (K-1)/K x 4 n/d bytes.
 
 #include <stdexcept>
 #include <string>
@@ -40,10 +54,13 @@ class ScatterReduce final : public ExchangeBase<E> {
   using B = ExchangeBase<E>;
   using typename B::OpT;
   using Mem = typename B::memory_space;
+  using typename B::words_view;
   // Where an operation stands (op.phase); the library transport runs
-  // sizes_in .. reduced_in, the ring transport ring_chunks_in, ring_reduced_in.
+  // sizes_in .. reduced_in, the ring transport ring_chunks_in, ring_reduced_in;
+  // shared-scale starts both with scales_in.
   enum Phase : int {
-    sizes_in = 1,    // every chunk's size is in: post the alltoallv of chunks
+    scales_in = 1,   // shared-scale: the agreed scales are in; quantize and send the chunks
+    sizes_in,    // every chunk's size is in: post the alltoallv of chunks
     chunks_in,       // this rank's chunk from every rank: reduce, requantize, announce its size
     reduced_sizes_in,  // every reduced chunk's size: post their allgatherv
     reduced_in,      // every reduced chunk: decode them into out
@@ -57,19 +74,33 @@ class ScatterReduce final : public ExchangeBase<E> {
  protected:
   std::uint64_t chunk_len(const OpT& op, int j) const { return op.bounds[j + 1] - op.bounds[j]; }
 
+  bool shared() const { return this->cfg_.strategy == StrategyKind::shared_scale; }
+
+  // Largest reduced message of a chunk of len coordinates: the codec's bound,
+  // for K s levels with a shared scale.
+  std::uint64_t back_max_words(std::uint64_t len) const {
+    if (!shared()) return this->max_words(len);
+    CodecConfig c = this->codec_.config();
+    c.s *= static_cast<std::uint32_t>(this->ranks());
+    return max_message_bytes(c, len) / 8;
+  }
+
   void begin(OpT& op) override {
     const int K = this->ranks(), me = this->rank();
     partition(op.n, K, this->slice_align(op.n), op.bounds);
     const bool ring = this->ring() && !this->local();
     const std::size_t head = ring ? meta_words : 0;  // ring messages travel framed
     // Send buffer: K chunk messages back to back, each within its own bound.
-    std::uint64_t cap = 0;
-    for (int j = 0; j < K; ++j) cap += head + this->max_words(chunk_len(op, j));
+    std::uint64_t cap = 0, cap_back = 0;
+    for (int j = 0; j < K; ++j) {
+      cap += head + this->max_words(chunk_len(op, j));
+      cap_back += head + back_max_words(chunk_len(op, j));
+    }
     op.send.reserve(cap);
     const std::uint64_t my_len = chunk_len(op, me), my_max = this->max_words(my_len);
     op.recv.reserve((head + my_max) * static_cast<std::uint64_t>(K));
-    op.send_back.reserve(head + my_max);
-    op.recv_back.reserve(cap);
+    op.send_back.reserve(head + back_max_words(my_len));
+    op.recv_back.reserve(cap_back);
     if (op.acc.extent(0) < my_len)
       op.acc =
           Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::sra_acc"), my_len);
@@ -83,9 +114,69 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.displs.resize(K);
     op.counts_back.resize(K);
     op.displs_back.resize(K);
+    if (shared()) {
+      agree_scales(op);
+      return;
+    }
+    send_chunks(op);
+  }
 
+  // shared-scale: this rank's bucket scales, then the allreduce of their maxima.
+  void agree_scales(OpT& op) {
+    const CodecConfig& cc = this->codec_.config();
+    const auto d = static_cast<std::uint32_t>(effective_bucket(cc, op.n));
+    op.own.reshape(op.n, d, cc.s, cc.norm, QuantizerKind::stochastic);
+    const std::uint64_t nb = op.own.buckets();
+    if (op.scales.extent(0) < nb)
+      op.scales = Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::scales"), nb);
+    const auto t0 = Clock::now();
+    compute_scales(this->exec_, op.grad, op.n, d, cc.norm, op.scales, "shared-scale");  // throws on NaN/Inf
+    op.scales_host.resize(nb);
+    Kokkos::deep_copy(this->exec_,
+                      Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(op.scales_host.data(), nb),
+                      Kokkos::subview(op.scales, Kokkos::make_pair<std::uint64_t>(0, nb)));
+    this->exec_.fence();
+    op.stats.quantize_s += seconds_since(t0);
+    this->post_allreduce_max(op, op.scales_host.data(), this->as_count(nb, "shared-scale"));
+    if (!this->local())  // a ring allreduce's bytes in: 2 (K-1)/K of the scales
+      op.stats.wire_bytes += 2 * (static_cast<std::uint64_t>(this->ranks()) - 1) * 4 * nb / this->ranks();
+    op.phase = scales_in;
+  }
+
+  // shared-scale: this rank's quantization against the agreed scales, kept in
+  // op.own for the chunk messages.
+  void quantize_shared(OpT& op) {
+    const std::uint64_t nb = op.own.buckets();
+    const auto t0 = Clock::now();
+    Kokkos::deep_copy(this->exec_, Kokkos::subview(op.scales, Kokkos::make_pair<std::uint64_t>(0, nb)),
+                      Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(op.scales_host.data(), nb));
+    quantize_with_scales(this->exec_, this->codec_.config(), op.grad, op.n, op.scales,
+                         this->key(op, static_cast<std::uint32_t>(this->rank())), op.own);
+    this->exec_.fence();
+    op.stats.quantize_s += seconds_since(t0);
+  }
+
+  // Encodes chunk [lo, lo + len) of this rank's gradient into out; returns bytes.
+  std::size_t encode_chunk(OpT& op, std::uint64_t lo, std::uint64_t len, const RngKey& k, const words_view& out) {
+    if (!shared()) return this->encode_slice(op, lo, len, k, out);
+    const auto t0 = Clock::now();
+    const std::size_t bytes = this->codec_.encode(this->slice_levels(op, lo, len), out);
+    op.stats.encode_s += seconds_since(t0);
+    return bytes;
+  }
+
+  // Encodes the K chunk messages and sends them (pairwise exchange, or the
+  // metadata alltoall of the library transport).
+  void send_chunks(OpT& op) {
+    const int K = this->ranks(), me = this->rank();
+    const bool ring = this->ring() && !this->local();
+    const std::size_t head = ring ? meta_words : 0;
+    const std::uint64_t my_max = this->max_words(chunk_len(op, me));
     const RngKey k = this->key(op, static_cast<std::uint32_t>(me));
-    this->prepare_slices(op, k);  // chunks are slices of one quantization (exchange_base.hpp)
+    if (shared())
+      quantize_shared(op);
+    else
+      this->prepare_slices(op, k);  // chunks are slices of one quantization (exchange_base.hpp)
     std::uint64_t off = 0, total_bytes = 0;
     op.out_off.resize(K);
     op.out_bytes.resize(K);
@@ -93,7 +184,7 @@ class ScatterReduce final : public ExchangeBase<E> {
       const std::uint64_t lo = op.bounds[j], len = chunk_len(op, j), maxw = this->max_words(len);
       op.out_off[j] = off * 8;
       off += head;
-      const std::size_t bytes = this->encode_slice(op, lo, len, k, op.send.span(off, maxw));
+      const std::size_t bytes = encode_chunk(op, lo, len, k, op.send.span(off, maxw));
       const std::uint64_t words = words_of(bytes);
       if (j == (me + 1) % K) this->maybe_inject(op, FaultInjection::first_stage, op.send, off, words);
       if (ring) this->write_meta(op, op.send, off - head, words);
@@ -125,6 +216,68 @@ class ScatterReduce final : public ExchangeBase<E> {
 
   // Ring transport, after the pairwise exchange: reduce this rank's chunk,
   // requantize it, start the ring allgather of the reduced chunks.
+  // This rank's chunk of every rank's message (msg_of(r)) reduced into `out`:
+  // decoded, averaged and requantized, or (shared-scale) decoded to levels
+  // and summed. Returns the reduced message's bytes.
+  template <class MsgOf>
+  std::size_t reduce_chunk(OpT& op, MsgOf&& msg_of, const words_view& out) {
+    const int K = this->ranks(), me = this->rank();
+    const std::uint64_t len = chunk_len(op, me);
+    if (!shared()) {
+      this->zero(op, op.acc, len);
+      for (int r = 0; r < K; ++r) {
+        const words_view msg = msg_of(r);
+        this->decode_accumulate(op, r, msg, msg.extent(0) * 8, this->weight(), op.acc, len);
+      }
+      return this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag), out);
+    }
+    const CodecConfig& cc = this->codec_.config();
+    const std::uint32_t d = op.own.d;
+    op.sums.reshape(len, d, cc.s * static_cast<std::uint32_t>(K), cc.norm, QuantizerKind::stochastic);
+    const std::uint64_t b0 = op.bounds[me] / d, nb = op.sums.buckets();
+    const auto agreed = Kokkos::subview(op.scales, Kokkos::make_pair(b0, b0 + nb));
+    Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sums.scales, Kokkos::make_pair<std::uint64_t>(0, nb)), agreed);
+    for (int r = 0; r < K; ++r) {
+      const words_view msg = msg_of(r);
+      this->decode_levels(op, r, msg, msg.extent(0) * 8, op.part, len);
+      const auto t0 = Clock::now();
+      if (op.part.s != cc.s || op.part.norm != cc.norm || op.part.d != d || scales_differ(op.part, agreed, nb))
+        this->fail(op, r,
+                   Error(Errc::corrupt_message, "its levels are not quantized against the agreed bucket scales (" +
+                                                    describe_levels(op.part) + ")"));
+      add_levels(op.sums, op.part, r == 0);
+      op.stats.decode_s += seconds_since(t0);
+    }
+    const auto t0 = Clock::now();
+    const std::size_t bytes = this->codec_.encode(op.sums, out);
+    op.stats.requantize_s += seconds_since(t0);
+    return bytes;
+  }
+
+  static std::string describe_levels(const Quantized<Mem>& q) {
+    return "s " + std::to_string(q.s) + ", d " + std::to_string(q.d) + ", norm " + to_string(q.norm);
+  }
+
+  // Whether q's first nb scales differ from `agreed`, bit for bit.
+  bool scales_differ(const Quantized<Mem>& q, const Kokkos::View<float*, Mem>& agreed, std::uint64_t nb) const {
+    const auto mine = q.scales;
+    std::uint64_t bad = 0;
+    Kokkos::parallel_reduce(
+        "qsgd::comm::shared_scale_check", Kokkos::RangePolicy<E>(this->exec_, 0, nb),
+        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t & c) { c += mine(b) != agreed(b) ? 1 : 0; }, bad);
+    return bad != 0;
+  }
+
+  // sums.levels[i] (+)= part.levels[i]; `first` overwrites.
+  void add_levels(const Quantized<Mem>& sums, const Quantized<Mem>& part, bool first) const {
+    const auto acc = sums.levels;
+    const auto in = part.levels;
+    Kokkos::parallel_for(
+        "qsgd::comm::shared_scale_sum", Kokkos::RangePolicy<E>(this->exec_, 0, sums.n),
+        KOKKOS_LAMBDA(std::uint64_t i) { acc(i) = first ? in(i) : acc(i) + in(i); });
+    this->exec_.fence();
+  }
+
   void reduce_ring(OpT& op) {
     const int K = this->ranks(), me = this->rank();
     const std::uint64_t len = chunk_len(op, me), maxw = this->max_words(len);
@@ -136,14 +289,13 @@ class ScatterReduce final : public ExchangeBase<E> {
       op.counts[r] = static_cast<int>(this->check_framed(op, r, op.recv, slot_words * r, sizes[r], maxw));
       op.stats.wire_bytes += sizes[r];
     }
-    this->zero(op, op.acc, len);
-    for (int r = 0; r < K; ++r) {
-      const auto msg = r == me ? op.send.span(op.out_off[me] / 8 + meta_words, op.scounts[me])
-                               : op.recv.span(slot_words * r + meta_words, op.counts[r]);
-      this->decode_accumulate(op, r, msg, msg.extent(0) * 8, this->weight(), op.acc, len);
-    }
-    const std::size_t bytes = this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
-                                           op.send_back.span(meta_words, maxw));
+    const std::size_t bytes = reduce_chunk(
+        op,
+        [&](int r) {
+          return r == me ? op.send.span(op.out_off[me] / 8 + meta_words, op.scounts[me])
+                         : op.recv.span(slot_words * r + meta_words, op.counts[r]);
+        },
+        op.send_back.span(meta_words, back_max_words(len)));
     const std::uint64_t words = words_of(bytes);
     this->maybe_inject(op, FaultInjection::back_stage, op.send_back, meta_words, words);
     op.stats.requantized_bytes = bytes;
@@ -155,7 +307,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     std::size_t off = 0;
     for (int j = 0; j < K; ++j) {
       op.in_off_back[j] = off;
-      op.in_cap_back[j] = (meta_words + this->max_words(chunk_len(op, j))) * 8;
+      op.in_cap_back[j] = (meta_words + back_max_words(chunk_len(op, j))) * 8;
       off += op.in_cap_back[j];
     }
     this->start_schedule(op, op.ring_gather, [&](ScheduleTimes& t) {
@@ -174,7 +326,7 @@ class ScatterReduce final : public ExchangeBase<E> {
       std::uint64_t words = static_cast<std::uint64_t>(op.counts_back[me]);
       if (j != me) {
         this->from_mpi(op, op.recv_back, at, sizes[j] / 8);
-        words = this->check_framed(op, j, op.recv_back, at, sizes[j], this->max_words(len));
+        words = this->check_framed(op, j, op.recv_back, at, sizes[j], back_max_words(len));
         op.stats.wire_bytes += sizes[j];
       }
       const auto msg = j == me ? op.send_back.span(meta_words, words) : op.recv_back.span(at + meta_words, words);
@@ -184,8 +336,10 @@ class ScatterReduce final : public ExchangeBase<E> {
 
   bool next(OpT& op) override {
     const int K = this->ranks(), me = this->rank();
-    const float w = this->weight();
     switch (op.phase) {
+      case scales_in:  // shared-scale: the agreed scales are in
+        send_chunks(op);
+        return false;
       case ring_chunks_in:  // ring: chunks in
         reduce_ring(op);
         op.phase = ring_reduced_in;
@@ -203,13 +357,9 @@ class ScatterReduce final : public ExchangeBase<E> {
         const std::uint64_t len = chunk_len(op, me);
         const std::uint64_t total = static_cast<std::uint64_t>(op.displs[K - 1]) + op.counts[K - 1];
         this->from_mpi(op, op.recv, 0, total);
-        this->zero(op, op.acc, len);
-        for (int r = 0; r < K; ++r)
-          this->decode_accumulate(op, r, op.recv.span(op.displs[r], op.counts[r]), std::size_t(op.counts[r]) * 8, w,
-                                  op.acc, len);
-        const std::size_t bytes =
-            this->encode(op, op.acc, len, this->key(op, static_cast<std::uint32_t>(me) | requant_flag),
-                         op.send_back.span(0, this->max_words(len)));
+        const std::size_t bytes = reduce_chunk(
+            op, [&](int r) { return op.recv.span(op.displs[r], op.counts[r]); },
+            op.send_back.span(0, back_max_words(len)));
         const std::uint64_t words = words_of(bytes);
         this->maybe_inject(op, FaultInjection::back_stage, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
@@ -222,7 +372,7 @@ class ScatterReduce final : public ExchangeBase<E> {
         std::uint64_t total = 0;
         for (int j = 0; j < K; ++j) {
           const std::uint64_t* m = &op.meta_back_recv[static_cast<std::size_t>(j) * meta_words];
-          this->check_meta(op, j, m, this->max_words(chunk_len(op, j)));
+          this->check_meta(op, j, m, back_max_words(chunk_len(op, j)));
           op.counts_back[j] = static_cast<int>(m[0]);
           op.displs_back[j] = this->as_count(total, "scatter_reduce");
           total += m[0];

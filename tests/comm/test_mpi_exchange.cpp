@@ -35,6 +35,9 @@ std::vector<Case> all_cases(int ranks) {
   cs.push_back({StrategyKind::allgather, codec(CodecKind::bf16)});
   cs.push_back({StrategyKind::param_server, codec(CodecKind::fixed, 7), ranks - 1});  // server not rank 0
   cs.push_back({StrategyKind::scatter_reduce, codec(CodecKind::fixed, 16, 0)});       // one bucket: any split
+  for (CodecKind c : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse, CodecKind::rans})
+    cs.push_back({StrategyKind::shared_scale, codec(c)});
+  cs.push_back({StrategyKind::shared_scale, codec(CodecKind::fixed, 16, 0)});  // one bucket
   // The library's collectives: every strategy that has a ring schedule.
   cs.push_back({StrategyKind::allreduce, codec(CodecKind::fp32), 0, Transport::library});
   cs.push_back({StrategyKind::allreduce16, codec(CodecKind::bf16), 0, Transport::library});
@@ -43,6 +46,7 @@ std::vector<Case> all_cases(int ranks) {
     cs.push_back({StrategyKind::allgather, codec(c), 0, Transport::library});
     cs.push_back({StrategyKind::scatter_reduce, codec(c), 0, Transport::library});
   }
+  cs.push_back({StrategyKind::shared_scale, codec(CodecKind::elias_dense), 0, Transport::library});
   return cs;
 }
 
@@ -243,13 +247,83 @@ TEST(Exchange, OneRankBlocksOnNothing) {
   }
 }
 
+// shared-scale against a model built from the kernels: every rank rebuilds
+// every rank's levels against the agreed scales (the largest of any rank's,
+// bucket by bucket) with the exchange's keys, sums them as integers, and
+// dequantizes the sums with K s levels. The exchange must give these bits: it
+// fails if a rank quantizes against its own scale, if the reduce stage
+// decodes to floats and requantizes, or if a rank's levels are dropped or
+// counted twice.
+TEST(Exchange, SharedScaleSumsEveryRanksLevelsAgainstTheAgreedScales) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t seed = 13, step = 5;
+  const std::uint32_t tensor = 2;
+  const Exec exec;
+  for (const auto& [c, n] : {std::pair{codec(CodecKind::fixed, 16, 512), std::uint64_t(4099)},
+                             std::pair{codec(CodecKind::elias_sparse, 7, 256, Norm::l2), std::uint64_t(3000)},
+                             std::pair{codec(CodecKind::rans, 16, 0), std::uint64_t(2500)}}) {
+    auto ex = make_exchange(config(StrategyKind::shared_scale, c, seed), comm);
+    const auto out = run(*ex, gradient(seed, me, n), tensor, step);
+    const std::uint64_t d = c.d == 0 ? n : c.d, nb = (n + d - 1) / d;
+    std::vector<Values> g;
+    Kokkos::View<float*, Mem> agreed("agreed", nb), mine("mine", nb);
+    std::vector<float> best(nb, 0.0f);
+    for (int r = 0; r < K; ++r) {
+      g.push_back(to_device(gradient(seed, r, n)));
+      qsgd::compute_scales(exec, g.back(), n, static_cast<std::uint32_t>(d), c.norm, mine, "test");
+      const auto h = to_host(mine, nb);
+      for (std::uint64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], h[b]);
+    }
+    Kokkos::deep_copy(agreed, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(best.data(), nb));
+    qsgd::Quantized<Mem> q, sum;
+    sum.reshape(n, static_cast<std::uint32_t>(d), c.s * static_cast<std::uint32_t>(K), c.norm,
+                qsgd::QuantizerKind::stochastic);
+    Kokkos::deep_copy(Kokkos::subview(sum.scales, Kokkos::make_pair<std::uint64_t>(0, nb)), agreed);
+    Kokkos::deep_copy(sum.levels, 0);
+    for (int r = 0; r < K; ++r) {
+      qsgd::quantize_with_scales(exec, c, g[r], n, agreed,
+                                 qsgd::RngKey{seed, step, static_cast<std::uint32_t>(r), tensor}, q);
+      const auto ql = q.levels, sl = sum.levels;
+      Kokkos::parallel_for(
+          "test::sum", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(std::uint64_t i) { sl(i) += ql(i); });
+    }
+    Values ref("ref", n);
+    qsgd::dequantize(exec, sum, ref);
+    EXPECT_TRUE(same_bits(out, to_host(ref, n))) << qsgd::to_string(c.codec) << " s " << c.s << " d " << c.d;
+  }
+}
+
+TEST(Exchange, SharedScaleRefusesWhatItCannotCarry) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size();
+  try {
+    make_exchange(config(StrategyKind::shared_scale, codec(CodecKind::fp32)), comm);
+    ADD_FAILURE() << "fp32 accepted";
+  } catch (const qsgd::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a quantized codec"), std::string::npos) << e.what();
+  }
+  // rans holds at most 16383 levels: K s above that is refused by name.
+  const std::uint32_t s = qsgd::rans_max_s / static_cast<std::uint32_t>(K) + 1;
+  if (static_cast<std::uint64_t>(s) * K > qsgd::rans_max_s && s <= qsgd::rans_max_s) {
+    try {
+      make_exchange(config(StrategyKind::shared_scale, codec(CodecKind::rans, s)), comm);
+      ADD_FAILURE() << "rans at s " << s << " and K " << K << " accepted";
+    } catch (const qsgd::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("K s = " + std::to_string(std::uint64_t(s) * K)), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Exchange, WireCodeDoesNotChangeTheValues) {
   // The levels depend on the key only; fixed width and both Elias codes are
   // lossless codes of them, so the averages must agree to the bit.
   const Communicator comm = Communicator::world();
   const int me = comm.rank();
   const auto g = gradient(21, me, 4099);
-  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce})
+  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce,
+                         StrategyKind::shared_scale})
     for (auto [s, d, norm] :
          {std::tuple{16u, 512u, Norm::max}, std::tuple{7u, 256u, Norm::l2}, std::tuple{16u, 0u, Norm::max}}) {
       std::vector<std::vector<float>> outs;
@@ -274,7 +348,8 @@ TEST(Exchange, ZeroGradientsGiveZero) {
 TEST(Exchange, SameKeySameBitsOtherStepOtherDraws) {
   const Communicator comm = Communicator::world();
   const auto g = gradient(4, comm.rank(), 2000);
-  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce}) {
+  for (StrategyKind k : {StrategyKind::allgather, StrategyKind::param_server, StrategyKind::scatter_reduce,
+                         StrategyKind::shared_scale}) {
     auto ex = make_exchange(config(k, codec(CodecKind::elias_dense)), comm);
     const auto a = run(*ex, g, 5, 1), b = run(*ex, g, 5, 1), c = run(*ex, g, 5, 2), d = run(*ex, g, 6, 1);
     EXPECT_TRUE(same_bits(a, b)) << qsgd::comm::to_string(k);
@@ -370,6 +445,29 @@ TEST(Exchange, WireBytesFollowTheFormulas) {
     }
     EXPECT_LT(total_wire, total_enc + (K - 1) * total_req + 64 * std::uint64_t(K) * (K - 1) + (K == 1 ? 1 : 0));
     EXPECT_GE(total_wire, (K - 1) * total_req + 64 * std::uint64_t(K) * (K - 1));
+  }
+  {
+    // shared-scale: every rank's bytes in are exactly what scatter-reduce's
+    // formula gives for its messages, plus a ring allreduce's share of the
+    // n/d scales.
+    auto ex = make_exchange(config(StrategyKind::shared_scale, codec(CodecKind::elias_dense)), comm);
+    run(*ex, g, 0, 0);
+    const auto enc = comm.allgather(ex->last_stats().encoded_bytes);
+    const auto req = comm.allgather(ex->last_stats().requantized_bytes);
+    const std::uint64_t nb = (n + 511) / 512;
+    std::uint64_t back = 0;
+    for (int r = 0; r < K; ++r)
+      if (r != me) back += req[r] + 32;
+    const std::uint64_t scales = 2 * std::uint64_t(K - 1) * 4 * nb / K;
+    const std::uint64_t wire = ex->last_stats().wire_bytes;
+    EXPECT_GE(wire, back + scales + 32 * std::uint64_t(K - 1));
+    std::uint64_t first = 0;
+    for (int r = 0; r < K; ++r)
+      if (r != me) first += enc[r] + 32;  // rank r's whole message bounds the chunk it sends here
+    EXPECT_LE(wire, back + scales + first);
+    if (K == 1) {
+      EXPECT_EQ(wire, 0u);
+    }
   }
 }
 

@@ -12,7 +12,7 @@ using qsgd::comm::make_exchange;
 
 const std::vector<StrategyKind> all_strategies = {StrategyKind::allreduce, StrategyKind::allreduce16,
                                                   StrategyKind::allgather, StrategyKind::param_server,
-                                                  StrategyKind::scatter_reduce};
+                                                  StrategyKind::scatter_reduce, StrategyKind::shared_scale};
 
 // Q(v) with key (seed, step, rank, tensor), decoded: what one quantization stage gives.
 std::vector<float> quantize_stage(const CodecConfig& c, const std::vector<float>& v, std::uint64_t seed,
@@ -119,6 +119,10 @@ TEST(Serial, EveryStrategyMatchesItsAlgorithmAtOneRank) {
       EXPECT_TRUE(same_bits(run(*ps, g, 4, 9), q2)) << name(StrategyKind::param_server, c) << " n " << n;
       // One rank, one chunk: scatter-reduce is the parameter server's algorithm.
       EXPECT_TRUE(same_bits(run(*sr, g, 4, 9), q2)) << name(StrategyKind::scatter_reduce, c) << " n " << n;
+      // One rank: the agreed scales are the rank's own and the sums its levels,
+      // so shared-scale is one quantization, allgather's.
+      auto ss = make_exchange(config(StrategyKind::shared_scale, c), comm);
+      EXPECT_TRUE(same_bits(run(*ss, g, 4, 9), q1)) << name(StrategyKind::shared_scale, c) << " n " << n;
     }
     auto ar = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
     EXPECT_TRUE(same_bits(run(*ar, g, 0, 0), g));

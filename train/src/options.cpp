@@ -90,7 +90,7 @@ optimization:
   --lr X (0.05)  --momentum X (0.9)  --weight-decay X (0)  --warmup STEPS (0)
   --lr-decay constant|cosine|step  --seed N (1)
 exchange:
-  --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce (allreduce)
+  --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce|shared-scale (allreduce)
   --codec fp32|fp16|bf16|fixed|elias-dense|elias-sparse|rans (fp32; allreduce ignores it)
   --bits B       paper convention: s = 2^B levels ("4-bit" = s 16)
   --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)

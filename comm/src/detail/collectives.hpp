@@ -78,6 +78,18 @@ class CollectivePosts {
     op.stats.comm_s += seconds_since(t0);
   }
 
+  // In place: buf[i] becomes the largest buf[i] of any rank (shared-scale's
+  // agreement on bucket scales).
+  void post_allreduce_max(OpT& op, float* buf, int count) {
+    if (d().local()) return;
+    const auto t0 = Clock::now();
+    d().check(op,
+              MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_MAX, op.comm.get(),
+                             new_request(op, "scale allreduce")),
+              "MPI_Iallreduce", "scale allreduce");
+    op.stats.comm_s += seconds_since(t0);
+  }
+
   void post_alltoall(OpT& op, const std::uint64_t* send, int count, std::uint64_t* recv) {
     const auto t0 = Clock::now();
     if (d().local())

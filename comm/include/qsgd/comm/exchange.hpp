@@ -12,6 +12,10 @@
 //   scatter_reduce  chunk j of every rank to rank j (alltoallv);
 //                   rank j decodes-accumulates, requantizes,
 //                   all ranks allgatherv the reduced chunks     scatter_reduce.cpp
+//   shared_scale    scatter-reduce with one quantization: ranks
+//                   agree on every bucket's scale (allreduce of
+//                   the maxima), sum integer levels in the
+//                   reduce stage, allgather the sums            scatter_reduce.cpp
 //
 // Every strategy runs on a serial Communicator (one rank, no MPI calls;
 // serial.cpp) as well as on MPI.
@@ -58,9 +62,11 @@ enum class StrategyKind : std::uint8_t {
   allgather = 2,
   param_server = 3,
   scatter_reduce = 4,
+  shared_scale = 5,
 };
 
-std::string to_string(StrategyKind k);  // "allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce"
+// "allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce", "shared-scale"
+std::string to_string(StrategyKind k);
 StrategyKind parse_strategy(const std::string& name);  // throws qsgd::Error(invalid_argument)
 
 // How the strategies move their bytes (docs/exchange.md, "Transports").
@@ -143,6 +149,11 @@ bool error_throws(ErrorPolicy policy, const Communicator& comm);
 // and norm of an unquantized codec, chunk of a fixed-length one), so that
 // configurations that behave the same describe and hash the same.
 CodecConfig effective_codec(const ExchangeConfig& cfg);
+
+// Throws qsgd::Error(invalid_argument) naming the cause when shared-scale
+// cannot run `codec` at `ranks` ranks: it needs a quantized codec whose code
+// holds K s levels (the sums of the reduce stage).
+void check_shared_scale(const CodecConfig& codec, int ranks);
 
 // Hash of everything in `cfg` that all ranks must agree on, plus the rank count.
 std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks);

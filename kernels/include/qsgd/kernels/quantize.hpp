@@ -346,6 +346,21 @@ void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n
           });
         });
 }
+
+// The levels of q (shape and scales set) from v with `key`: the host loop or
+// one team per bucket.
+template <class ExecSpace, class VView, class MemSpace>
+void quantize_levels(const ExecSpace& exec, const VView& v, const Quantized<MemSpace>& q, const RngKey& key,
+                     std::uint64_t index_offset) {
+  const StreamKey sk = make_stream_key(key);
+  if constexpr (use_host_loops<ExecSpace>()) {
+    static_assert(is_contiguous<VView>(), "quantize needs a contiguous input View");
+    quantize_levels_host(exec, v, q.n, q.d, q.s, sk, q.scales, q.levels, q.buckets(), index_offset);
+  } else {
+    quantize_levels_team(exec, v, q.n, q.d, q.s, sk, q.scales, q.levels, q.buckets(), index_offset);
+  }
+}
+
 }  // namespace detail
 
 /*
@@ -368,17 +383,33 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   prof::Scope range("qsgd/quantize");
   const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
   q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
-  const auto scales = q.scales;
-  const auto levels = q.levels;
-  compute_scales(exec, v, n, d, cfg.norm, scales, "quantize");
-  const StreamKey sk = make_stream_key(key);
-  const std::uint32_t s = cfg.s;
-  if constexpr (detail::use_host_loops<ExecSpace>()) {
-    static_assert(detail::is_contiguous<VView>(), "quantize needs a contiguous input View");
-    detail::quantize_levels_host(exec, v, n, d, s, sk, scales, levels, q.buckets(), index_offset);
-  } else {
-    detail::quantize_levels_team(exec, v, n, d, s, sk, scales, levels, q.buckets(), index_offset);
-  }
+  compute_scales(exec, v, n, d, cfg.norm, q.scales, "quantize");
+  detail::quantize_levels(exec, v, q, key, index_offset);
+}
+
+/*
+ * quantize_with_scales
+ * Purpose: Q_s of v[0, n) against given bucket scales: scales[b] replaces the
+ *   scale of bucket b (shared-scale aggregation, where ranks quantize against
+ *   the largest scale of any rank). q.norm records cfg.norm.
+ * Requirements: scales[b] at least the max norm of bucket b (a coordinate
+ *   above its scale is clamped to level s, which biases it); v finite (not
+ *   checked here: the scales were computed from it).
+ * Draws: the same stream as quantize() (key, coordinate index + index_offset).
+ */
+template <class ExecSpace, class VView, class SView, class MemSpace>
+void quantize_with_scales(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std::uint64_t n,
+                          const SView& scales, const RngKey& key, Quantized<MemSpace>& q,
+                          std::uint64_t index_offset = 0) {
+  if (n > v.extent(0)) throw Error(Errc::invalid_argument, "quantize_with_scales: n exceeds the input extent");
+  prof::Scope range("qsgd/quantize");
+  const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
+  q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
+  if (scales.extent(0) < q.buckets())
+    throw Error(Errc::invalid_argument, "quantize_with_scales: fewer scales than buckets");
+  Kokkos::deep_copy(exec, Kokkos::subview(q.scales, Kokkos::make_pair<std::uint64_t>(0, q.buckets())),
+                    Kokkos::subview(scales, Kokkos::make_pair<std::uint64_t>(0, q.buckets())));
+  detail::quantize_levels(exec, v, q, key, index_offset);
 }
 
 namespace detail {
