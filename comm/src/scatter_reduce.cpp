@@ -126,6 +126,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     const CodecConfig& cc = this->codec_.config();
     const auto d = static_cast<std::uint32_t>(effective_bucket(cc, op.n));
     op.own.reshape(op.n, d, cc.s, cc.norm, QuantizerKind::stochastic);
+    op.whole = d >= op.n;  // one bucket: chunks are views of one quantization
     const std::uint64_t nb = op.own.buckets();
     if (op.scales.extent(0) < nb)
       op.scales = Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::scales"), nb);
@@ -143,24 +144,36 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.phase = scales_in;
   }
 
-  // shared-scale: this rank's quantization against the agreed scales, kept in
-  // op.own for the chunk messages.
+  // shared-scale: the agreed scales into Mem; with one bucket over the whole
+  // vector, this rank's quantization against them, kept in op.own for the
+  // chunk messages (which are views of it).
   void quantize_shared(OpT& op) {
     const std::uint64_t nb = op.own.buckets();
     const auto t0 = Clock::now();
     Kokkos::deep_copy(this->exec_, Kokkos::subview(op.scales, Kokkos::make_pair<std::uint64_t>(0, nb)),
                       Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(op.scales_host.data(), nb));
-    quantize_with_scales(this->exec_, this->codec_.config(), op.grad, op.n, op.scales,
-                         this->key(op, static_cast<std::uint32_t>(this->rank())), op.own);
+    if (op.whole)
+      quantize_with_scales(this->exec_, this->codec_.config(), op.grad, op.n, op.scales,
+                           this->key(op, static_cast<std::uint32_t>(this->rank())), op.own);
     this->exec_.fence();
     op.stats.quantize_s += seconds_since(t0);
   }
 
   // Encodes chunk [lo, lo + len) of this rank's gradient into out; returns bytes.
+  // shared-scale: quantized against the agreed scales of its buckets (the
+  // fixed-width code quantizes while packing), or a view of op.own.
   std::size_t encode_chunk(OpT& op, std::uint64_t lo, std::uint64_t len, const RngKey& k, const words_view& out) {
     if (!shared()) return this->encode_slice(op, lo, len, k, out);
     const auto t0 = Clock::now();
-    const std::size_t bytes = this->codec_.encode(this->slice_levels(op, lo, len), out);
+    std::size_t bytes;
+    if (op.whole) {
+      bytes = this->codec_.encode(this->slice_levels(op, lo, len), out);
+    } else {
+      const std::uint64_t b0 = lo / op.own.d, nb = (len + op.own.d - 1) / op.own.d;
+      bytes = this->codec_.encode_with_scales(Kokkos::subview(op.grad, Kokkos::make_pair(lo, lo + len)), len,
+                                              Kokkos::subview(op.scales, Kokkos::make_pair(b0, b0 + nb)), k, out, lo);
+      if (this->codec_.config().codec == CodecKind::fixed) op.stats.fused_quantize = true;
+    }
     op.stats.encode_s += seconds_since(t0);
     return bytes;
   }
@@ -236,46 +249,25 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.sums.reshape(len, d, cc.s * static_cast<std::uint32_t>(K), cc.norm, QuantizerKind::stochastic);
     const std::uint64_t b0 = op.bounds[me] / d, nb = op.sums.buckets();
     const auto agreed = Kokkos::subview(op.scales, Kokkos::make_pair(b0, b0 + nb));
+    auto t0 = Clock::now();
     Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sums.scales, Kokkos::make_pair<std::uint64_t>(0, nb)), agreed);
+    Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sums.levels, Kokkos::make_pair<std::uint64_t>(0, len)), 0);
+    Expect e;
+    e.n = len;
     for (int r = 0; r < K; ++r) {
       const words_view msg = msg_of(r);
-      this->decode_levels(op, r, msg, msg.extent(0) * 8, op.part, len);
-      const auto t0 = Clock::now();
-      if (op.part.s != cc.s || op.part.norm != cc.norm || op.part.d != d || scales_differ(op.part, agreed, nb))
-        this->fail(op, r,
-                   Error(Errc::corrupt_message, "its levels are not quantized against the agreed bucket scales (" +
-                                                    describe_levels(op.part) + ")"));
-      add_levels(op.sums, op.part, r == 0);
-      op.stats.decode_s += seconds_since(t0);
+      try {
+        this->codec_.decode_add_levels(msg, msg.extent(0) * 8, cc.s, d, cc.norm, agreed, op.sums.levels, e);
+      } catch (const Error& err) {
+        this->fail(op, r, err);
+      }
     }
-    const auto t0 = Clock::now();
+    this->exec_.fence();
+    op.stats.decode_s += seconds_since(t0);
+    t0 = Clock::now();
     const std::size_t bytes = this->codec_.encode(op.sums, out);
     op.stats.requantize_s += seconds_since(t0);
     return bytes;
-  }
-
-  static std::string describe_levels(const Quantized<Mem>& q) {
-    return "s " + std::to_string(q.s) + ", d " + std::to_string(q.d) + ", norm " + to_string(q.norm);
-  }
-
-  // Whether q's first nb scales differ from `agreed`, bit for bit.
-  bool scales_differ(const Quantized<Mem>& q, const Kokkos::View<float*, Mem>& agreed, std::uint64_t nb) const {
-    const auto mine = q.scales;
-    std::uint64_t bad = 0;
-    Kokkos::parallel_reduce(
-        "qsgd::comm::shared_scale_check", Kokkos::RangePolicy<E>(this->exec_, 0, nb),
-        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t & c) { c += mine(b) != agreed(b) ? 1 : 0; }, bad);
-    return bad != 0;
-  }
-
-  // sums.levels[i] (+)= part.levels[i]; `first` overwrites.
-  void add_levels(const Quantized<Mem>& sums, const Quantized<Mem>& part, bool first) const {
-    const auto acc = sums.levels;
-    const auto in = part.levels;
-    Kokkos::parallel_for(
-        "qsgd::comm::shared_scale_sum", Kokkos::RangePolicy<E>(this->exec_, 0, sums.n),
-        KOKKOS_LAMBDA(std::uint64_t i) { acc(i) = first ? in(i) : acc(i) + in(i); });
-    this->exec_.fence();
   }
 
   void reduce_ring(OpT& op) {

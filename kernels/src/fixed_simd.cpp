@@ -22,6 +22,7 @@ using HostWords = Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::Memory
 using HostConstWords = Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 using HostFloats = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 using HostConstFloats = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+using HostLevels = Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 
 enum class Isa { portable, avx512_vbmi };
 
@@ -71,8 +72,11 @@ bool decode_group_portable(const std::uint64_t* payload, const float* scales, st
 
 bool decode_group_portable_mode(const std::uint64_t* payload, const float* scales, std::uint64_t g, std::uint64_t n,
                                 std::uint32_t d, std::uint32_t s, FixedSink mode, float weight, float* out,
-                                std::uint64_t nb, std::uint64_t words) {
+                                std::int32_t* levels, std::uint64_t nb, std::uint64_t words) {
   switch (mode) {
+    case FixedSink::add_levels:
+      return decode_group_portable(payload, scales, g, n, d, s, LevelAddSink<HostLevels>{HostLevels(levels, n)}, nb,
+                                   words);
     case FixedSink::values:
       return decode_group_portable(payload, scales, g, n, d, s, ValueSink<HostFloats>{HostFloats(out, n)}, nb, words);
     case FixedSink::accumulate:
@@ -193,14 +197,15 @@ QSGD_AVX512 inline __m512i unpack64(const std::uint64_t* in, const __m512i unpac
 // NaN/Inf coordinate or an L2 norm beyond the float range.
 template <int b>
 QSGD_AVX512 bool encode_avx512(const float* v, float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                               Norm norm, const StreamKey& key, std::uint64_t offset, std::uint64_t* payload) {
+                               Norm norm, const StreamKey& key, std::uint64_t offset, std::uint64_t* payload,
+                               bool scales_given) {
   constexpr int lb = b - 1;
   const Perm& pm = perm(b);
   const __m512i pack_idx = _mm512_load_si512(pm.pack.data());
   const std::uint64_t groups = ceil_div(n, fixed_group);
   const std::uint64_t nb = ceil_div(n, d);
   const std::uint64_t words = ceil_div(n * static_cast<std::uint64_t>(b), 64);
-  std::uint64_t next_scale = 0;  // buckets below it have their scale
+  std::uint64_t next_scale = scales_given ? nb : 0;  // buckets below it have their scale
   std::uint64_t cur = no_index;
   BucketFactor bf;
   for (std::uint64_t g = 0; g < groups; ++g) {
@@ -249,7 +254,8 @@ QSGD_AVX512 bool encode_avx512(const float* v, float* scales, std::uint64_t n, s
 
 template <int b>
 QSGD_AVX512 void decode_avx512(const std::uint64_t* payload, const float* scales, std::uint64_t n, std::uint32_t d,
-                               std::uint32_t s, FixedSink mode, float weight, float* out, std::uint64_t* first_bad) {
+                               std::uint32_t s, FixedSink mode, float weight, float* out, std::int32_t* levels,
+                               std::uint64_t* first_bad) {
   constexpr int lb = b - 1;
   const Perm& pm = perm(b);
   const __m512i unpack_idx = _mm512_load_si512(pm.unpack.data());
@@ -268,14 +274,14 @@ QSGD_AVX512 void decode_avx512(const std::uint64_t* payload, const float* scales
     const std::uint64_t bk = i0 / d;
     bool ok;
     if (i0 + fixed_group > n || (i0 + fixed_group - 1) / d != bk) {
-      ok = decode_group_portable_mode(payload, scales, g, n, d, s, mode, weight, out, nb, words);
+      ok = decode_group_portable_mode(payload, scales, g, n, d, s, mode, weight, out, levels, nb, words);
     } else {
       if (bk != cur) {
         unit = LevelUnit(scales[bk], s);
         cur = bk;
       }
       if (unit.via_double) {
-        ok = decode_group_portable_mode(payload, scales, g, n, d, s, mode, weight, out, nb, words);
+        ok = decode_group_portable_mode(payload, scales, g, n, d, s, mode, weight, out, levels, nb, words);
       } else {
         const __m512i bytes = unpack64<b>(payload + g * static_cast<std::uint64_t>(b), unpack_idx, keep, g * b + 8 <= words);
         // Immediates must be constants at every optimization level: the four
@@ -295,7 +301,12 @@ QSGD_AVX512 void decode_avx512(const std::uint64_t* payload, const float* scales
           lv[q] = _mm512_mask_sub_epi32(l, neg, _mm512_setzero_si512(), l);
         }
         ok = invalid == 0;
-        if (ok && mode != FixedSink::validate) {
+        if (ok && mode == FixedSink::add_levels) {
+          for (int q = 0; q < 4; ++q) {
+            std::int32_t* o = levels + i0 + 16 * q;
+            _mm512_storeu_si512(o, _mm512_add_epi32(_mm512_loadu_si512(o), lv[q]));
+          }
+        } else if (ok && mode != FixedSink::validate) {
           const __m512 uv = _mm512_set1_ps(unit.unit);
           for (int q = 0; q < 4; ++q) {
             const __m512 val = _mm512_mul_ps(_mm512_cvtepi32_ps(lv[q]), uv);
@@ -314,9 +325,9 @@ QSGD_AVX512 void decode_avx512(const std::uint64_t* payload, const float* scales
 }
 
 using EncodeFn = bool (*)(const float*, float*, std::uint64_t, std::uint32_t, std::uint32_t, Norm, const StreamKey&,
-                         std::uint64_t, std::uint64_t*);
+                         std::uint64_t, std::uint64_t*, bool);
 using DecodeFn = void (*)(const std::uint64_t*, const float*, std::uint64_t, std::uint32_t, std::uint32_t, FixedSink,
-                         float, float*, std::uint64_t*);
+                         float, float*, std::int32_t*, std::uint64_t*);
 constexpr EncodeFn encoders[9] = {nullptr, nullptr, encode_avx512<2>, encode_avx512<3>, encode_avx512<4>,
                                   encode_avx512<5>, encode_avx512<6>, encode_avx512<7>, encode_avx512<8>};
 constexpr DecodeFn decoders[9] = {nullptr, nullptr, decode_avx512<2>, decode_avx512<3>, decode_avx512<4>,
@@ -338,28 +349,30 @@ bool set_simd_enabled(bool on) {
 
 EncodeStatus encode_fixed_stochastic(const float* v, float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
                                      Norm norm, const StreamKey& key, std::uint64_t index_offset,
-                                     std::uint64_t* payload) {
+                                     std::uint64_t* payload, bool scales_given) {
 #ifdef QSGD_HAVE_AVX512_PATH
   const std::uint32_t b = fixed_level_bits(s) + 1;
   if (active() == Isa::avx512_vbmi && b >= 2 && b <= 8 && n > 0 && d > 0)
-    return encoders[b](v, scales, n, d, s, norm, key, index_offset, payload) ? EncodeStatus::done
-                                                                              : EncodeStatus::bad_input;
+    return encoders[b](v, scales, n, d, s, norm, key, index_offset, payload, scales_given) ? EncodeStatus::done
+                                                                                           : EncodeStatus::bad_input;
 #else
-  (void)v, (void)scales, (void)n, (void)d, (void)s, (void)norm, (void)key, (void)index_offset, (void)payload;
+  (void)v, (void)scales, (void)n, (void)d, (void)s, (void)norm, (void)key, (void)index_offset, (void)payload,
+      (void)scales_given;
 #endif
   return EncodeStatus::not_applicable;
 }
 
 bool decode_fixed(const std::uint64_t* payload, const float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                  FixedSink mode, float weight, float* out, std::uint64_t* first_bad) {
+                  FixedSink mode, float weight, float* out, std::int32_t* levels, std::uint64_t* first_bad) {
 #ifdef QSGD_HAVE_AVX512_PATH
   const std::uint32_t b = fixed_level_bits(s) + 1;
   if (active() == Isa::avx512_vbmi && b >= 2 && b <= 8 && n > 0 && d > 0) {
-    decoders[b](payload, scales, n, d, s, mode, weight, out, first_bad);
+    decoders[b](payload, scales, n, d, s, mode, weight, out, levels, first_bad);
     return true;
   }
 #else
-  (void)payload, (void)scales, (void)n, (void)d, (void)s, (void)mode, (void)weight, (void)out, (void)first_bad;
+  (void)payload, (void)scales, (void)n, (void)d, (void)s, (void)mode, (void)weight, (void)out, (void)levels,
+      (void)first_bad;
 #endif
   return false;
 }

@@ -69,6 +69,7 @@ inline void deliver(std::uint64_t i, std::int32_t level, const LevelUnit& unit, 
     if constexpr (M == Sink::accumulate) out[i] = out[i] + weight * value;
   }
   if constexpr (M == Sink::levels) levels_out[i] = level;
+  if constexpr (M == Sink::add_levels) levels_out[i] += level;
   (void)i, (void)level, (void)unit, (void)weight, (void)out, (void)levels_out;
 }
 
@@ -230,6 +231,10 @@ QSGD_RANS_TARGET inline void deliver_lane(__m512i level, __m512 value, std::uint
     _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(out + i), _mm512_extractf32x4_ps(value, c)));  // value: weight x value
   }
   if (mode == Sink::levels) _mm_storeu_si128(reinterpret_cast<__m128i*>(levels_out + i), _mm512_extracti32x4_epi32(level, c));
+  if (mode == Sink::add_levels) {
+    auto* o = reinterpret_cast<__m128i*>(levels_out + i);
+    _mm_storeu_si128(o, _mm_add_epi32(_mm_loadu_si128(o), _mm512_extracti32x4_epi32(level, c)));
+  }
 }
 
 template <Sink M>
@@ -661,6 +666,9 @@ std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload,
     case Sink::levels:
       return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
                                       s, chunk, weight, out, levels_out);
+    case Sink::add_levels:
+      return decode_all<Sink::add_levels>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales,
+                                          n, d, s, chunk, weight, out, levels_out);
     case Sink::validate: break;
   }
   return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,

@@ -743,6 +743,86 @@ TEST(EliasDenseHost, MatchesThePortableKernelsBitForBit) {
 // quantized codec and both host-path settings. fl(FLT_MAX / s) rounds up for
 // s = 25, 31, 127, 1001 (not for powers of two), so one float multiply,
 // s * fl(FLT_MAX / s), would give infinity (LevelUnit::via_double).
+// ---- shared scales (shared-scale aggregation) -----------------------------------------
+
+// Three inputs of n coordinates quantized against shared scales: bucket b's
+// is the largest max norm of the three inputs' bucket b, times 1.25 on every
+// other bucket (a scale above every rank's own maximum). For each quantized
+// codec, with the host paths on and off:
+// - encode_with_scales writes the words of quantize_with_scales + encode(q)
+//   (the fused fixed-width path included), also for a bucket-aligned slice
+//   with its offset;
+// - decode_add_levels adds the levels decode() gives, message after message;
+// - a message quantized against other scales, or with another s, is refused
+//   as corrupt and the accumulator keeps its values.
+TEST(SharedScales, EncodeWithScalesAndDecodeAddLevels) {
+  const std::uint64_t n = 5000;
+  const std::uint32_t d = 256;
+  const std::uint64_t nb = (n + d - 1) / d;
+  std::vector<Values> in;
+  std::vector<float> shared(nb, 0.0f);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> v = simd_input(n, 40 + r);
+    for (std::uint64_t b = 0; b < nb; ++b)
+      for (std::uint64_t i = b * d; i < std::min(n, (b + 1) * d); ++i) shared[b] = std::max(shared[b], std::fabs(v[i]));
+    in.push_back(to_device(v));
+  }
+  for (std::uint64_t b = 1; b < nb; b += 2) shared[b] *= 1.25f;
+  const Values scales = to_device(shared);
+  for (CodecKind c : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse, CodecKind::rans})
+    for (bool simd : {true, false}) {
+      SCOPED_TRACE(qsgd::to_string(c) + (simd ? " host paths" : " portable"));
+      with_simd(simd, [&] {
+        const qsgd::CodecConfig cfg = config(c, 16, d, Norm::max);
+        Codec codec(cfg);
+        std::vector<Encoded> msgs;
+        std::vector<std::int32_t> want(n, 0);
+        for (int r = 0; r < 3; ++r) {
+          const qsgd::RngKey key{7, 3, static_cast<std::uint32_t>(r), 1};
+          Words out("out", codec.max_message_bytes(n) / 8);
+          msgs.push_back(take_message(out, codec.encode_with_scales(in[r], n, scales, key, out)));
+          Quant q;
+          qsgd::quantize_with_scales(Exec(), cfg, in[r], n, scales, key, q);
+          EXPECT_EQ(msgs.back().words, encode_quantized(codec, q).words) << "rank " << r;
+          const HostQuant h = to_host(q);
+          EXPECT_EQ(h.scales, shared) << "rank " << r;
+          for (std::uint64_t i = 0; i < n; ++i) want[i] += h.levels[i];
+          // A bucket-aligned slice with its offset: the whole vector's levels there.
+          const std::uint64_t lo = 3 * d, len = 5 * d + 17;
+          Words part("part", codec.max_message_bytes(len) / 8);
+          const Encoded piece = take_message(
+              part, codec.encode_with_scales(Kokkos::subview(in[r], Kokkos::make_pair(lo, lo + len)), len,
+                                             Kokkos::subview(scales, Kokkos::make_pair<std::uint64_t>(3, nb)), key,
+                                             part, lo));
+          Quant pq;
+          codec.decode(MsgBuf(piece.words, piece.bytes).view(), piece.bytes, pq);
+          const auto pl = to_host(pq).levels;
+          for (std::uint64_t i = 0; i < len; ++i) ASSERT_EQ(pl[i], h.levels[lo + i]) << "slice level " << i;
+        }
+        Kokkos::View<std::int32_t*, Mem> acc("acc", n);
+        for (const Encoded& m : msgs)
+          codec.decode_add_levels(MsgBuf(m.words, m.bytes).view(), m.bytes, 16, d, Norm::max, scales, acc);
+        EXPECT_EQ(to_host(acc, n), want);
+        // Refusals: own scales (quantized against other scales), another s.
+        const auto before = to_host(acc, n);
+        const Encoded own = encode_values(codec, in[0], n, qsgd::RngKey{7, 3, 0, 1});
+        for (std::uint32_t s_want : {16u, 15u}) {
+          const Encoded& m = s_want == 16 ? own : msgs[0];
+          try {
+            codec.decode_add_levels(MsgBuf(m.words, m.bytes).view(), m.bytes, s_want, d, Norm::max, scales, acc);
+            ADD_FAILURE() << "accepted a message " << (s_want == 16 ? "with its own scales" : "of another s");
+          } catch (const qsgd::Error& e) {
+            EXPECT_EQ(e.code(), Errc::corrupt_message) << e.what();
+            EXPECT_NE(std::string(e.what()).find(s_want == 16 ? "bucket scales differ" : "expected s 15"),
+                      std::string::npos)
+                << e.what();
+          }
+        }
+        EXPECT_EQ(to_host(acc, n), before) << "a refused message changed the accumulator";
+      });
+    }
+}
+
 TEST(QuantizedRoundTrip, ScaleAtFloatMaxDecodesToFiniteValues) {
   constexpr float fmax = std::numeric_limits<float>::max();
   for (CodecKind c : {CodecKind::fixed, CodecKind::elias_sparse, CodecKind::elias_dense, CodecKind::rans})
@@ -795,7 +875,7 @@ TEST(FixedSimd, InvalidCodesAreReportedLikeThePortableKernel) {
         std::uint64_t bad_simd = 0;
         const bool ran = with_simd(true, [&] {
           return qsgd::detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::accumulate, 0.7f,
-                                                  acc_simd.data(), &bad_simd);
+                                                  acc_simd.data(), nullptr, &bad_simd);
         });
         using HostUnmanaged = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
         const std::uint64_t bad_port = qsgd::detail::decode_fixed(

@@ -100,11 +100,10 @@ struct Op {
   bool own_levels = false;  // own: the levels of this rank's quantization, kept until decoded (allgather)
   Quantized<Mem> own;
   // shared-scale: every bucket's agreed scale (on the host for the allreduce,
-  // and in Mem), one chunk message's levels as decoded, and the level sums of
-  // this rank's chunk.
+  // and in Mem), and the level sums of this rank's chunk.
   std::vector<float> scales_host;
   Kokkos::View<float*, Mem> scales;
-  Quantized<Mem> part, sums;
+  Quantized<Mem> sums;
   Schedule* schedule = nullptr;
   bool on_wire = false;     // a network interval is open
   std::string poll_error;  // what poll() met; raised by the next drive()
@@ -413,22 +412,6 @@ class ExchangeBase : public Exchange<ExecSpace>,
     e.n = expect_n;
     try {
       codec_.decode(msg, bytes, out, e);
-    } catch (const Error& err) {
-      fail(op, source, err);
-    }
-    exec_.fence();
-    op.stats.decode_s += seconds_since(t0);
-  }
-
-  // q = the levels and scales of msg (a quantized codec's message of
-  // expect_n coordinates); a failure names `source` as the sender.
-  void decode_levels(OpT& op, int source, const words_view& msg, std::size_t bytes, Quantized<memory_space>& q,
-                     std::uint64_t expect_n) {
-    const auto t0 = Clock::now();
-    Expect e;
-    e.n = expect_n;
-    try {
-      codec_.decode(msg, bytes, q, e);
     } catch (const Error& err) {
       fail(op, source, err);
     }

@@ -93,35 +93,32 @@ class Codec {
     prof::Scope range("qsgd/encode");
     if (n > v.extent(0)) throw Error(Errc::invalid_argument, "encode: n exceeds the input extent");
     if (!is_quantized(cfg_.codec)) return encode_floats(v, n, out);
-    if (cfg_.codec == CodecKind::fixed) {
-      // Fused path: scales, then quantize while packing (levels never stored).
-      const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg_, n));
-      q_.reshape(n, d, cfg_.s, cfg_.norm, QuantizerKind::stochastic);
-      if (out.extent(0) * 8 < header_bytes) throw Error(Errc::buffer_too_small, "encode: no room for a header");
-      MessageHeader h = make_header(cfg_, n, QuantizerKind::stochastic);
-      h.d = d;
-      const MessageLayout lay = finish_layout(h, out);
-      const StreamKey sk = make_stream_key(key);
-      const words_view payload = payload_of(lay, out);
-      auto status = detail::simd::EncodeStatus::not_applicable;
-      if constexpr (host_simd) {
-        // Scales computed bucket by bucket inside the encoder (one read of v).
-        exec_.fence();
-        status = detail::simd::encode_fixed_stochastic(v.data(), q_.scales.data(), n, d, cfg_.s, cfg_.norm, sk,
-                                                       index_offset, payload.data());
-      }
-      if (status != detail::simd::EncodeStatus::done) {
-        compute_scales(exec_, v, n, d, cfg_.norm, q_.scales, "encode");  // throws on bad input
-        using VV = const_values_view;
-        using SV = Kokkos::View<float*, memory_space>;
-        detail::encode_fixed(exec_, detail::StochasticSource<VV, SV>{v, q_.scales, cfg_.s, sk, index_offset}, n, d,
-                             cfg_.s, payload);
-      }
-      copy_scales_from(lay, out, q_);
-      return seal(h, out);
-    }
+    if (cfg_.codec == CodecKind::fixed) return encode_fixed_fused(v, n, key, out, index_offset, false);
     quantize(exec_, cfg_, v, n, key, q_, index_offset);
     return encode(q_, out);
+  }
+
+  // encode() against given bucket scales: scales[b] replaces bucket b's own
+  // scale (quantize_with_scales; each must be at least the bucket's largest
+  // magnitude), the draws are encode()'s. The message carries these scales.
+  // Shared-scale aggregation quantizes every rank against the same scales.
+  std::size_t encode_with_scales(const const_values_view& v, std::uint64_t n,
+                                 const Kokkos::View<const float*, memory_space>& scales, const RngKey& key,
+                                 const words_view& out, std::uint64_t index_offset = 0) {
+    prof::Scope range("qsgd/encode");
+    if (n > v.extent(0)) throw Error(Errc::invalid_argument, "encode_with_scales: n exceeds the input extent");
+    if (!is_quantized(cfg_.codec))
+      throw Error(Errc::invalid_argument, "encode_with_scales: codec " + to_string(cfg_.codec) + " is not quantized");
+    if (cfg_.codec != CodecKind::fixed) {
+      quantize_with_scales(exec_, cfg_, v, n, scales, key, q_, index_offset);
+      return encode(q_, out);
+    }
+    const std::uint64_t nb = n == 0 ? 0 : detail::ceil_div(n, effective_bucket(cfg_, n));
+    if (scales.extent(0) < nb) throw Error(Errc::invalid_argument, "encode_with_scales: fewer scales than buckets");
+    q_.reshape(n, static_cast<std::uint32_t>(effective_bucket(cfg_, n)), cfg_.s, cfg_.norm, QuantizerKind::stochastic);
+    Kokkos::deep_copy(exec_, Kokkos::subview(q_.scales, Kokkos::make_pair<std::uint64_t>(0, nb)),
+                      Kokkos::subview(scales, Kokkos::make_pair<std::uint64_t>(0, nb)));
+    return encode_fixed_fused(v, n, key, out, index_offset, true);
   }
 
   std::size_t encode(const const_values_view& v, const RngKey& key, const words_view& out) {
@@ -245,6 +242,38 @@ class Codec {
     return decode_body(msg, h, detail::AccumulateSink<values_view>{acc, weight});
   }
 
+  // acc[i] += level i of msg, a quantized message whose levels must have
+  // been quantized with s levels, bucket size d and `norm` against `scales`
+  // (its buckets' scales equal scales[0, buckets) bit for bit): summing the
+  // levels of shared-scale aggregation. A message that differs throws
+  // Error(corrupt_message) naming what differs, before acc is touched.
+  MessageHeader decode_add_levels(const const_words_view& msg, std::size_t bytes, std::uint32_t s, std::uint32_t d,
+                                  Norm norm, const Kokkos::View<const float*, memory_space>& scales,
+                                  const Kokkos::View<std::int32_t*, memory_space>& acc, const Expect& expect = {}) {
+    const MessageHeader h = read_header(msg, bytes, expect);
+    if (!is_quantized(static_cast<CodecKind>(h.codec)))
+      throw Error(Errc::invalid_argument, "decode_add_levels: message holds a float codec");
+    if (h.s != s || h.d != d || h.norm != static_cast<std::uint8_t>(norm))
+      throw Error(Errc::corrupt_message, "levels quantized with s " + std::to_string(h.s) + ", d " +
+                                             std::to_string(h.d) + ", norm " + to_string(static_cast<Norm>(h.norm)) +
+                                             "; expected s " + std::to_string(s) + ", d " + std::to_string(d) +
+                                             ", norm " + to_string(norm));
+    if (acc.extent(0) < h.n) throw Error(Errc::buffer_too_small, "decode_add_levels: accumulator shorter than n");
+    const MessageLayout lay = layout_of(h);
+    if (scales.extent(0) < lay.buckets)
+      throw Error(Errc::invalid_argument, "decode_add_levels: fewer expected scales than the message's buckets");
+    Kokkos::View<const float*, memory_space, Kokkos::MemoryUnmanaged> sc(
+        reinterpret_cast<const float*>(msg.data() + lay.scales_word), lay.buckets);
+    std::uint64_t differ = 0;
+    Kokkos::parallel_reduce(
+        "qsgd::decode_add_levels[scales]", Kokkos::RangePolicy<ExecSpace>(exec_, 0, lay.buckets),
+        KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t & c) { c += sc(b) != scales(b) ? 1 : 0; }, differ);
+    if (differ != 0)
+      throw Error(Errc::corrupt_message, std::to_string(differ) + " of its " + std::to_string(lay.buckets) +
+                                             " bucket scales differ from the agreed ones");
+    return decode_body(msg, h, detail::LevelAddSink<Kokkos::View<std::int32_t*, memory_space>>{acc});
+  }
+
   // Header checks plus checksum, no decoding.
   MessageHeader read_header(const const_words_view& msg, std::size_t bytes, const Expect& expect = {}) {
     if (bytes > msg.extent(0) * 8) throw Error(Errc::invalid_argument, "decode: byte count exceeds the buffer");
@@ -305,6 +334,37 @@ class Codec {
     Kokkos::deep_copy(exec_, Kokkos::subview(out, header_bytes / 8 - 1), hv(header_bytes / 8 - 1));
     exec_.fence();
     return h.total_bytes;
+  }
+
+  // The fixed-width code's fused path: scales (computed here, or already in
+  // q_.scales when scales_given), then quantize while packing (levels never
+  // stored).
+  std::size_t encode_fixed_fused(const const_values_view& v, std::uint64_t n, const RngKey& key, const words_view& out,
+                                 std::uint64_t index_offset, bool scales_given) {
+    const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg_, n));
+    q_.reshape(n, d, cfg_.s, cfg_.norm, QuantizerKind::stochastic);
+    if (out.extent(0) * 8 < header_bytes) throw Error(Errc::buffer_too_small, "encode: no room for a header");
+    MessageHeader h = make_header(cfg_, n, QuantizerKind::stochastic);
+    h.d = d;
+    const MessageLayout lay = finish_layout(h, out);
+    const StreamKey sk = make_stream_key(key);
+    const words_view payload = payload_of(lay, out);
+    auto status = detail::simd::EncodeStatus::not_applicable;
+    if constexpr (host_simd) {
+      // Scales computed bucket by bucket inside the encoder (one read of v).
+      exec_.fence();
+      status = detail::simd::encode_fixed_stochastic(v.data(), q_.scales.data(), n, d, cfg_.s, cfg_.norm, sk,
+                                                     index_offset, payload.data(), scales_given);
+    }
+    if (status != detail::simd::EncodeStatus::done) {
+      if (!scales_given) compute_scales(exec_, v, n, d, cfg_.norm, q_.scales, "encode");  // throws on bad input
+      using VV = const_values_view;
+      using SV = Kokkos::View<float*, memory_space>;
+      detail::encode_fixed(exec_, detail::StochasticSource<VV, SV>{v, q_.scales, cfg_.s, sk, index_offset}, n, d,
+                           cfg_.s, payload);
+    }
+    copy_scales_from(lay, out, q_);
+    return seal(h, out);
   }
 
   std::size_t encode_floats(const const_values_view& v, std::uint64_t n, const words_view& out) {
@@ -500,13 +560,16 @@ class Codec {
       exec_.fence();
       if constexpr (std::is_same<Sink, detail::AccumulateSink<values_view>>::value)
         return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::accumulate, sink.weight,
-                                          sink.acc.data(), &bad);
+                                          sink.acc.data(), nullptr, &bad);
       else if constexpr (std::is_same<Sink, detail::ValueSink<values_view>>::value)
         return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::values, 0.0f,
-                                          sink.out.data(), &bad);
+                                          sink.out.data(), nullptr, &bad);
       else if constexpr (std::is_same<Sink, detail::NullSink>::value)
         return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::validate, 0.0f, nullptr,
-                                          &bad);
+                                          nullptr, &bad);
+      else if constexpr (std::is_same<Sink, detail::LevelAddSink<Kokkos::View<std::int32_t*, memory_space>>>::value)
+        return detail::simd::decode_fixed(payload.data(), scales.data(), n, d, s, FixedSink::add_levels, 0.0f,
+                                          nullptr, sink.levels.data(), &bad);
     }
     (void)payload, (void)scales, (void)n, (void)d, (void)s, (void)sink, (void)bad;
     return false;
@@ -536,6 +599,9 @@ class Codec {
         mode = M::validate;
       } else if constexpr (std::is_same<Sink, detail::LevelSink<decltype(quantized_type::levels)>>::value) {
         mode = M::levels;
+        levels_out = sink.levels.data();
+      } else if constexpr (std::is_same<Sink, detail::LevelAddSink<decltype(quantized_type::levels)>>::value) {
+        mode = M::add_levels;
         levels_out = sink.levels.data();
       } else {
         return false;

@@ -29,7 +29,7 @@
 
 namespace qsgd::detail::simd {
 
-enum class FixedSink { values, accumulate, validate };
+enum class FixedSink { values, accumulate, validate, add_levels };
 
 // "avx512-vbmi" or "portable": the path the next call will take.
 const char* fixed_isa();
@@ -51,16 +51,20 @@ enum class EncodeStatus { not_applicable, done, bad_input };
 // L2 norm overflows; scales and payload are unspecified, and the caller
 // reports the error (compute_scales names the element or bucket).
 // Coordinate i draws with index i + index_offset (see quantize()).
+// scales_given: scales[] already holds every bucket's scale (each at least
+// its bucket's largest magnitude: shared-scale aggregation); they are used as
+// they are and v is not checked (bad_input is not returned).
 EncodeStatus encode_fixed_stochastic(const float* v, float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
                                      Norm norm, const StreamKey& key, std::uint64_t index_offset,
-                                     std::uint64_t* payload);
+                                     std::uint64_t* payload, bool scales_given = false);
 
 // Decodes the payload of n coordinates: values (out[i] = value),
-// accumulate (out[i] += weight * value) or validate (out unused). Groups with
+// accumulate (out[i] += weight * value), add_levels (levels[i] += level) or
+// validate (out and levels unused). Groups with
 // an invalid code are skipped, as in the portable kernel; *first_bad receives
 // the first coordinate of the first such group, or ~0. Returns false (nothing
 // done) when no SIMD path applies.
 bool decode_fixed(const std::uint64_t* payload, const float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                  FixedSink mode, float weight, float* out, std::uint64_t* first_bad);
+                  FixedSink mode, float weight, float* out, std::int32_t* levels, std::uint64_t* first_bad);
 
 }  // namespace qsgd::detail::simd

@@ -41,7 +41,7 @@ void write_chunks(std::uint64_t nchunks, std::uint32_t chunk, const std::uint64_
 
 // decode_rans on the host for the sinks it implements; returns the first bad
 // chunk or no_index. levels_out is used by FixedSink-like mode `levels`.
-enum class Sink { values, accumulate, validate, levels };
+enum class Sink { values, accumulate, validate, levels, add_levels };  // add_levels: levels_out[i] += level
 std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload, std::uint64_t first_bit,
                      std::uint64_t payload_bits, const std::uint64_t* dec, std::uint32_t precision, const float* scales,
                      std::uint64_t n, std::uint32_t d, std::uint32_t s, std::uint32_t chunk, Sink mode, float weight,

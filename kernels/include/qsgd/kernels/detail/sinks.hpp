@@ -21,6 +21,16 @@ struct LevelSink {
   KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
 };
 
+// levels(i) <- levels(i) + level: sums of levels quantized against shared
+// scales (shared-scale aggregation). Uncoded coordinates are level 0: no-op.
+template <class LevelsView>
+struct LevelAddSink {
+  LevelsView levels;
+  KOKKOS_INLINE_FUNCTION void put(std::uint64_t i, std::int32_t l, const LevelUnit&) const { levels(i) += l; }
+  KOKKOS_INLINE_FUNCTION void zero(std::uint64_t) const {}
+  KOKKOS_INLINE_FUNCTION void put_value(std::uint64_t, float) const {}
+};
+
 template <class OutView>
 struct ValueSink {
   OutView out;
