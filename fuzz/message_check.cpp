@@ -69,15 +69,16 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
 
   Words msg(const_cast<std::uint64_t*>(words.data()), words.size());
   const bool was = qsgd::detail::simd::set_simd_enabled(true);
-  const Decoded host = decode_all(msg, bytes, expect, n);
+  const qsgd::MessageHeader* hp = accepted_header ? &hx : nullptr;
+  const Decoded host = decode_all(msg, bytes, expect, n, hp);
   qsgd::detail::simd::set_simd_enabled(false);
-  const Decoded portable = decode_all(msg, bytes, expect, n);
+  const Decoded portable = decode_all(msg, bytes, expect, n, hp);
   qsgd::detail::simd::set_simd_enabled(was);
 
   for (int a = 0; a < api_count; ++a) {
     const Outcome& o = host.o[a];
     if (o.ok) continue;
-    const bool float_levels = a == api_levels && accepted_header && crc_ok && !quantized;
+    const bool float_levels = (a == api_levels || a == api_add_levels) && accepted_header && crc_ok && !quantized;
     const qsgd::Errc want = float_levels ? qsgd::Errc::invalid_argument : qsgd::Errc::corrupt_message;
     QSGD_FUZZ_CHECK(o.code == want, "message.error-code", api_name[a] << " threw " << o.what);
   }
@@ -86,8 +87,8 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
                                  << " a message whose header parse and host checksum say "
                                  << (crc_ok ? "valid" : "invalid") << ": " << host.o[api_read_header].what);
   const bool ok = host.o[api_validate].ok;
-  for (int a : {api_values, api_accumulate, api_levels}) {
-    const bool want = a == api_levels && !quantized ? false : ok;
+  for (int a : {api_values, api_accumulate, api_levels, api_add_levels}) {
+    const bool want = (a == api_levels || a == api_add_levels) && !quantized ? false : ok;
     QSGD_FUZZ_CHECK(host.o[a].ok == want, "message.entry-points-agree",
                     "validate_message " << (ok ? "accepted" : "rejected") << " the message but " << api_name[a]
                                         << (host.o[a].ok ? " accepted it" : " rejected it: " + host.o[a].what));
@@ -109,6 +110,8 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
   compare_bits(host.acc, portable.acc, "decode_accumulate");
   QSGD_FUZZ_CHECK(host.levels == portable.levels, "message.host-paths-agree",
                   "decode(levels): host paths and portable kernels differ");
+  QSGD_FUZZ_CHECK(host.sums == portable.sums, "message.host-paths-agree",
+                  "decode_add_levels: host paths and portable kernels differ");
 
   // 4. Consistency of the accepted message.
   for (std::uint64_t i = 0; i < n; ++i) {
@@ -139,6 +142,12 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
                                  << " but decode(values) gave " << host.values[i] << " (" << qsgd::describe(hx)
                                  << ")");
     }
+    for (std::uint64_t i = 0; i < n + guard_cells; ++i) {
+      const std::int32_t want = i < n ? host.levels[i] + 1 : sum_sentinel;
+      QSGD_FUZZ_CHECK(host.sums[i] == want, "message.add-levels-agrees",
+                      "decode_add_levels into 1 gives " << host.sums[i] << " at element " << i << ", expected " << want
+                                                        << " (n = " << n << ", " << qsgd::describe(hx) << ")");
+    }
     const qsgd::MessageLayout lay = qsgd::layout_of(hx);
     QSGD_FUZZ_CHECK(
         lay.buckets == 0 || std::memcmp(host.scales.data(), words.data() + lay.scales_word, 4 * lay.buckets) == 0,
@@ -147,7 +156,8 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
   reencode(hx, host, words, bytes, canonical);
 }
 
-Decoded MessageChecker::decode_all(const Words& msg, std::size_t bytes, const qsgd::Expect& expect, std::uint64_t n) {
+Decoded MessageChecker::decode_all(const Words& msg, std::size_t bytes, const qsgd::Expect& expect, std::uint64_t n,
+                                   const qsgd::MessageHeader* hx) {
   Decoded r;
   r.o[api_read_header] = attempt(api_read_header, [&] { return codec_.read_header(msg, bytes, expect); });
   r.o[api_validate] = attempt(api_validate, [&] { return codec_.validate_message(msg, bytes, expect); });
@@ -168,6 +178,26 @@ Decoded MessageChecker::decode_all(const Words& msg, std::size_t bytes, const qs
     r.levels.assign(q_.levels.data(), q_.levels.data() + q_.n);
     r.scales.assign(q_.scales.data(), q_.scales.data() + q_.buckets());
   }
+
+  // Sums: the message's own shape and scales (as the header gives them) are
+  // the expected ones, so it is accepted exactly when it is valid.
+  Kokkos::View<std::int32_t*, Mem> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fuzz::sums"),
+                                                      n + guard_cells);
+  for (std::size_t i = 0; i < sums.extent(0); ++i) sums(i) = i < n ? 1 : sum_sentinel;
+  Values want_scales("fuzz::scales", 0);
+  std::uint32_t s = 1, d = 1;
+  qsgd::Norm norm = qsgd::Norm::max;
+  if (hx != nullptr && qsgd::is_quantized(static_cast<qsgd::CodecKind>(hx->codec))) {
+    const qsgd::MessageLayout lay = qsgd::layout_of(*hx);
+    want_scales = Values("fuzz::scales", lay.buckets);
+    std::memcpy(want_scales.data(), msg.data() + lay.scales_word, 4 * lay.buckets);
+    s = hx->s;
+    d = hx->d;
+    norm = static_cast<qsgd::Norm>(hx->norm);
+  }
+  r.o[api_add_levels] = attempt(
+      api_add_levels, [&] { return codec_.decode_add_levels(msg, bytes, s, d, norm, want_scales, sums, expect); });
+  r.sums.assign(sums.data(), sums.data() + sums.extent(0));
   return r;
 }
 

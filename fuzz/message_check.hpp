@@ -52,6 +52,7 @@ static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible,
 constexpr std::uint64_t receiver_max_n = std::uint64_t(1) << 20;
 constexpr std::size_t guard_cells = 16;               // cells past n that no decoder may touch
 constexpr std::uint32_t sentinel_bits = 0x7fa5a5a5u;  // a NaN: no accepted decode writes one
+constexpr std::int32_t sum_sentinel = 0x5a5a5a5a;     // past n in decode_add_levels's sums
 
 // Kokkos for the whole process: initialized once and never finalized (the
 // harnesses keep Views in static state, and libFuzzer may exit from anywhere).
@@ -79,9 +80,9 @@ inline std::uint64_t documented_max_n(qsgd::CodecKind c, std::uint64_t bytes) {
   return 0;
 }
 
-enum Api { api_read_header, api_validate, api_values, api_accumulate, api_levels, api_count };
-constexpr const char* api_name[api_count] = {"read_header", "validate_message", "decode(values)", "decode_accumulate",
-                                             "decode(levels)"};
+enum Api { api_read_header, api_validate, api_values, api_accumulate, api_levels, api_add_levels, api_count };
+constexpr const char* api_name[api_count] = {"read_header",     "validate_message", "decode(values)",
+                                             "decode_accumulate", "decode(levels)", "decode_add_levels"};
 
 struct Outcome {
   bool ok = false;
@@ -95,6 +96,7 @@ struct Decoded {
   Outcome o[api_count];
   std::vector<float> values, acc;  // n + guard_cells each
   std::vector<std::int32_t> levels;
+  std::vector<std::int32_t> sums;  // decode_add_levels into levels of 1 (n + guard_cells)
   std::vector<float> scales;
 };
 
@@ -107,7 +109,9 @@ class MessageChecker {
   void check(const std::vector<std::uint64_t>& words, std::size_t bytes, const qsgd::Expect& expect, bool canonical);
 
  private:
-  Decoded decode_all(const Words& msg, std::size_t bytes, const qsgd::Expect& expect, std::uint64_t n);
+  // hx: the header parse_header accepted, or null.
+  Decoded decode_all(const Words& msg, std::size_t bytes, const qsgd::Expect& expect, std::uint64_t n,
+                     const qsgd::MessageHeader* hx);
   void reencode(const qsgd::MessageHeader& h, const Decoded& dec, const std::vector<std::uint64_t>& words,
                 std::size_t bytes, bool canonical);
 

@@ -308,7 +308,7 @@ for model in "${models[@]}"; do
     case "$strategy" in
       allreduce) add_cfg "${model}_allreduce_fp32" --model "$model" "${margs[@]}" --strategy allreduce "${train_args[@]}" ;;
       allreduce16) add_cfg "${model}_allreduce16_bf16" --model "$model" "${margs[@]}" --strategy allreduce16 --codec bf16 "${train_args[@]}" ;;
-      allgather|param-server|scatter-reduce)
+      allgather|param-server|scatter-reduce|shared-scale)
         for b in "${bits[@]}"; do
           add_cfg "${model}_${strategy}_${codec}-${b}bit" --model "$model" "${margs[@]}" --strategy "$strategy" \
             --codec "$codec" --bits "$b" "${train_args[@]}"

@@ -10,6 +10,9 @@
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
 #                     links, both transports, and PyTorch's gloo allreduce (~10 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
+#     shared-scale    shared-scale against allgather and scatter-reduce: bits and error at
+#                     K = 1-4 (shared memory, 16 MiB), time at K = 4 on emulated 1 Gbit/s
+#                     links, 2^24 floats (~4 min)
 #     sweep           the main job's default sweep (scripts/run-main.sh) (~5 min)
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
 #                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
@@ -33,7 +36,7 @@ net="$root/benchmarks/scaling/netlab.sh"
 . "$root/scripts/openmpi-env.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
-[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm sweep mlp-step algorithms model)
+[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale sweep mlp-step algorithms model)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -66,7 +69,7 @@ for t in "${tables[@]}"; do
       fresh "$t"
       for k in 2 4; do
         "$net" --nodes "$k" --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
-          --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed,rans \
+          --strategies allreduce,allreduce16,allgather,scatter-reduce,shared-scale --codecs fixed,rans \
           -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
         c=$(ceiling_of "$ref/$t/K$k.json")
         # The same gradient: 20,971,520 elements, 80 MiB in fp32, 40 MiB in fp16.
@@ -83,6 +86,16 @@ for t in "${tables[@]}"; do
           --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed \
           -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
       done ;;
+    shared-scale)
+      fresh "$t"
+      for k in 1 2 3 4; do
+        mpirun -np "$k" --oversubscribe --bind-to none "$bin/qsgd-bench-exchange" -b 16M -e 16M -w 1 -n 5 \
+          --strategies allgather,scatter-reduce,shared-scale --codecs fixed,elias-dense,rans --transports ring \
+          -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
+      done
+      "$net" --nodes 4 --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 64M -e 64M -w 1 -n 10 \
+        --strategies scatter-reduce,shared-scale --codecs fixed,rans -o "$ref/$t/1gbit-K4.json" \
+        | tee "$ref/$t/1gbit-K4.txt" ;;
     sweep)
       fresh "$t"
       scripts/run-main.sh --out "$ref/$t" ;;

@@ -101,7 +101,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.recv.reserve((head + my_max) * static_cast<std::uint64_t>(K));
     op.send_back.reserve(head + back_max_words(my_len));
     op.recv_back.reserve(cap_back);
-    if (op.acc.extent(0) < my_len)
+    if (!shared() && op.acc.extent(0) < my_len)  // shared-scale sums integers (op.sums)
       op.acc =
           Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::sra_acc"), my_len);
     op.meta_send.resize(static_cast<std::size_t>(meta_words) * K);
