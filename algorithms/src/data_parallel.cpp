@@ -4,9 +4,20 @@
 #include <chrono>
 #include <vector>
 
+#include "qsgd/algorithms/qsvrg.hpp"
 #include "qsgd/algorithms/random.hpp"
 
 namespace qsgd::algorithms {
+
+std::string to_string(Feedback f) {
+  switch (f) {
+    case Feedback::none: return "none";
+    case Feedback::ef_unscaled: return "ef-unscaled";
+    case Feedback::ef: return "ef";
+    case Feedback::ef21: return "ef21";
+  }
+  return "feedback#" + std::to_string(static_cast<int>(f));
+}
 
 std::size_t sample_index(const Shard& s, std::uint64_t seed, std::uint64_t step, int worker, int k) {
   const std::uint64_t h =
@@ -21,20 +32,55 @@ RunResult run_qsgd(const Problem& p, const QsgdConfig& cfg) {
   std::vector<Shard> shards;
   for (int w = 0; w < cfg.workers; ++w) shards.push_back(p.shard(w, cfg.workers));
 
+  const Feedback fb = cfg.wire.quantized() ? cfg.feedback : Feedback::none;
+  // C = Q_s / B (ef, ef21) or Q_s (ef_unscaled): see Feedback.
+  const std::size_t d = cfg.wire.d == 0 ? n : cfg.wire.d;
+  const double c_scale = fb == Feedback::ef || fb == Feedback::ef21 ? 1.0 / second_moment_blowup(d, ch.levels()) : 1.0;
+  // ef: residuals e_i; ef21: states h_i and their mean.
+  std::vector<Vec> state(fb == Feedback::none ? 0 : static_cast<std::size_t>(cfg.workers), Vec(n, 0.0));
+  Vec h_mean(n, 0.0), c(n);
+
   RunResult r;
   Vec x = p.initial_point(), g(n), avg(n);
-  r.curve.push_back(evaluate(p, x, 0, 0, cfg.eval));
   const double inv_k = 1.0 / cfg.workers, inv_b = 1.0 / cfg.batch;
-  std::uint64_t t = 0;
-  while (t < cfg.steps) {
-    std::fill(avg.begin(), avg.end(), 0.0);
+  // Step t of every worker: its gradient, compressed (with feedback), into
+  // avg (ef21: into its h_i and h_mean).
+  const auto step_workers = [&](std::uint64_t t) {
     for (int w = 0; w < cfg.workers; ++w) {
       std::fill(g.begin(), g.end(), 0.0);
       for (int k = 0; k < cfg.batch; ++k)
         p.add_sample_gradient(sample_index(shards[w], cfg.seed, t, w, k), x, inv_b, g);
-      ch.send(g, RngKey{cfg.seed, t, static_cast<std::uint32_t>(w), 0}, inv_k, avg);
+      const RngKey key{cfg.seed, t, static_cast<std::uint32_t>(w), 0};
+      if (fb == Feedback::none) {
+        ch.send(g, key, inv_k, avg);
+        continue;
+      }
+      Vec& st = state[static_cast<std::size_t>(w)];
+      // The vector compressed: g + e (ef) or g - h (ef21), into g.
+      axpy(fb == Feedback::ef21 ? -1.0 : 1.0, st, g);
+      std::fill(c.begin(), c.end(), 0.0);
+      ch.send(g, key, c_scale, c);  // c = C(g)
+      if (fb == Feedback::ef21) {
+        axpy(1.0, c, st);         // h_i += c_i
+        axpy(inv_k, c, h_mean);   // the mean of the h_i follows
+      } else {
+        for (std::size_t k = 0; k < n; ++k) st[k] = g[k] - c[k];  // e_i = p_i - C(p_i)
+        axpy(inv_k, c, avg);
+      }
     }
-    axpy(-cfg.step.at(t), avg, x);
+  };
+
+  r.curve.push_back(evaluate(p, x, 0, 0, cfg.eval));
+  std::uint64_t t = 0;
+  while (t < cfg.steps) {
+    std::fill(avg.begin(), avg.end(), 0.0);
+    try {
+      step_workers(t);
+    } catch (const Error& e) {
+      r.diverged = "step " + std::to_string(t) + ": " + e.what();
+      break;
+    }
+    axpy(-cfg.step.at(t), fb == Feedback::ef21 ? h_mean : avg, x);
     ++t;
     if (t % cfg.eval.every == 0 || t == cfg.steps) {
       r.curve.push_back(evaluate(p, x, t, ch.bits_sent(), cfg.eval));

@@ -92,27 +92,40 @@ ConvexSetup convex_setup(const Options& o) {
   return cs;
 }
 
-// The wires of one problem: fp32, then s = sqrt(n), 2 sqrt(n), sqrt(n)/2, 2, 1.
-std::vector<WireConfig> convex_wires(std::size_t n) {
+struct ConvexVariant {
+  WireConfig wire;
+  Feedback feedback = Feedback::none;
+};
+
+// The variants of one problem: fp32, then s = sqrt(n), 2 sqrt(n), sqrt(n)/2,
+// 2, 1, then s = 2 with each kind of error feedback.
+std::vector<ConvexVariant> convex_variants(std::size_t n) {
   const std::uint32_t rs = sqrt_levels(n);
-  std::vector<WireConfig> wires = {full_precision_wire()};
+  std::vector<ConvexVariant> vs = {{full_precision_wire()}};
   for (std::uint32_t s : {rs, 2 * rs, rs / 2, 2u, 1u})
-    if (s >= 1 && std::none_of(wires.begin(), wires.end(), [&](const WireConfig& w) { return w.s == s; }))
-      wires.push_back(wire_for(s, n));
-  return wires;
+    if (s >= 1 && std::none_of(vs.begin(), vs.end(), [&](const ConvexVariant& v) { return v.wire.s == s; }))
+      vs.push_back({wire_for(s, n)});
+  for (Feedback f : {Feedback::ef_unscaled, Feedback::ef, Feedback::ef21}) vs.push_back({wire_for(2, n), f});
+  return vs;
+}
+
+std::string variant_name(const ConvexVariant& v, std::size_t n) {
+  return wire_name(v.wire, n) + (v.feedback == Feedback::none ? "" : " " + to_string(v.feedback));
 }
 
 // Runs one wire on one problem for every seed (a "runs" entry each), prints
 // its row and returns its "summary" entry; fp32_median is the fp32 row's
 // median, set when w is fp32 (the first wire).
-std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, const WireConfig& w,
+std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, const ConvexVariant& v,
                        double& fp32_median, Json& j) {
+  const WireConfig& w = v.wire;
   const Problem& p = *cs.problems[pi];
   const std::size_t n = p.dim();
   const std::uint32_t rs = sqrt_levels(n);
   const double eps = cs.eps_rel[pi] * p.suboptimality(p.initial_point());
   std::vector<double> its;
   std::uint64_t bits = 0, msgs = 0;
+  int diverged = 0;
   for (int seed = 0; seed < o.seeds; ++seed) {
     QsgdConfig c;
     c.workers = o.workers;
@@ -120,6 +133,7 @@ std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, 
     c.steps = cs.steps;
     c.step = StepSchedule::inverse_time(p.strong_convexity(), p.smoothness());
     c.wire = w;
+    c.feedback = v.feedback;
     c.seed = static_cast<std::uint64_t>(seed);
     c.eval = EvalSpec{10, false, false};
     const RunResult r = run_qsgd(p, c);
@@ -127,15 +141,18 @@ std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, 
     its.push_back(as_double(it));
     bits += r.bits;
     msgs += r.messages;
+    if (!r.diverged.empty()) ++diverged;
     j.begin_object()
         .field("problem", p.name())
         .field("n", static_cast<std::uint64_t>(n))
         .field("eps_relative", cs.eps_rel[pi])
-        .field("wire", wire_name(w, n))
+        .field("wire", variant_name(v, n))
         .field("codec", to_string(w.codec))
         .field("s", static_cast<std::uint64_t>(w.quantized() ? (w.s ? w.s : rs) : 0))
+        .field("feedback", to_string(v.feedback))
         .field("seed", seed)
         .field("iterations_to_eps", as_double(it))
+        .field("diverged", r.diverged)
         .field("bits", r.bits)
         .field("messages", r.messages)
         .field("seconds", r.seconds);
@@ -150,16 +167,19 @@ std::string convex_row(const Options& o, const ConvexSetup& cs, std::size_t pi, 
   const double bpc_body = bpc - 8.0 * header_bytes / static_cast<double>(n);
   const std::uint32_t s = w.quantized() ? (w.s ? w.s : rs) : 0;
   const double bound = w.quantized() ? second_moment_blowup(n, s) : 1.0;
-  std::printf("%-14s %5zu %8.0e %-14s %-13s %10.0f %8.2f %8.2f %11.2f %11.2f\n", p.name().c_str(), n, cs.eps_rel[pi],
-              wire_name(w, n).c_str(), to_string(w.codec).c_str(), med, ratio, bound, bpc, bpc_body);
+  std::printf("%-14s %5zu %8.0e %-19s %-13s %10.0f %8.2f %8.2f %11.2f %11.2f\n", p.name().c_str(), n,
+              cs.eps_rel[pi], variant_name(v, n).c_str(), to_string(w.codec).c_str(), med, ratio, bound, bpc, bpc_body);
+  if (diverged > 0) std::printf("%-14s   %d of %d seeds diverged (the quantizer's input left the float range)\n", "", diverged, o.seeds);
   Json sj;
   sj.begin_object()
       .field("problem", p.name())
       .field("n", static_cast<std::uint64_t>(n))
       .field("eps_relative", cs.eps_rel[pi])
-      .field("wire", wire_name(w, n))
+      .field("wire", variant_name(v, n))
       .field("codec", to_string(w.codec))
       .field("s", static_cast<std::uint64_t>(s))
+      .field("feedback", to_string(v.feedback))
+      .field("seeds_diverged", diverged)
       .field("median_iterations", med)
       .field("ratio_to_fp32", ratio)
       .field("second_moment_bound", bound)
@@ -182,6 +202,8 @@ void experiment_convex(const Options& o, Json& j) {
       .field("seeds", o.seeds)
       .field("eps_relative", cs.eps_rel)
       .field("schedule", "inverse-time: eta_t = 2/(l(t+1)+4L)")
+      .field("feedback", "s=2 rows with error feedback: ef-unscaled compresses with C = Q_s, ef and ef21 with "
+                         "C = Q_s / B, B = 1 + min(n/s^2, sqrt(n)/s)")
       .field("header_bytes", static_cast<std::uint64_t>(header_bytes))
       .field("eval_every", 10)
       .field("norm", "l2")
@@ -193,14 +215,14 @@ void experiment_convex(const Options& o, Json& j) {
 
   std::printf("convex QSGD: %d workers, batch %d, median over %d seeds of the steps to eps (relative to f(x0) - f*)\n",
               o.workers, cs.batch, o.seeds);
-  std::printf("%-14s %5s %8s %-14s %-13s %10s %8s %8s %11s %11s\n", "problem", "n", "eps", "wire", "code", "median it",
+  std::printf("%-14s %5s %8s %-19s %-13s %10s %8s %8s %11s %11s\n", "problem", "n", "eps", "wire", "code", "median it",
               "ratio", "B bound", "bits/coord", "w/o header");
   j.key("runs").begin_array();
   std::vector<std::string> summary;
   for (std::size_t pi = 0; pi < cs.problems.size(); ++pi) {
     double fp32_median = NAN;
-    for (const WireConfig& w : convex_wires(cs.problems[pi]->dim()))
-      summary.push_back(convex_row(o, cs, pi, w, fp32_median, j));
+    for (const ConvexVariant& v : convex_variants(cs.problems[pi]->dim()))
+      summary.push_back(convex_row(o, cs, pi, v, fp32_median, j));
   }
   j.end_array();
   j.key("summary").begin_array();
