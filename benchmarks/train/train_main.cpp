@@ -46,6 +46,11 @@ int guarded_run(int argc, char** argv, const qc::Communicator& comm) {
       return qsgd::train::exit_stopped_at_signal;
     }
     return 0;
+  } catch (const qsgd::train::CheckpointUnusable& e) {  // every rank throws it (Trainer)
+    if (comm.rank() == 0)
+      std::cerr << "qsgd-train: error: " << e.what()
+                << "; nothing was written: move the checkpoint and the trace aside (or drop --resume) to start over\n";
+    return qsgd::train::exit_checkpoint_unusable;
   } catch (const std::invalid_argument& e) {  // a wrong command line (--help is early_options')
     if (comm.rank() == 0) std::cerr << "qsgd-train: error: " << e.what() << "\n";
     return 2;

@@ -541,6 +541,22 @@ want_in "$log" 'stopped at the signal with a checkpoint .*; requeueing job' "6a:
 want_in "$log" 'resuming from .*/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt (restart 1 ' "6a: the requeued task did not resume"
 check_restarted "$rs_a" 128 "6a (signal, requeue)"
 
+# 6c: a checkpoint that cannot be loaded (here garbage, as a damaged file or
+# another build's would be): qsgd-train stops with exit code 9, the task
+# moves the checkpoint and the trace aside and requeues itself to start over.
+echo "not a checkpoint" > "$rs_a/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt"
+echo "not a trace" > "$t_a"
+"$repo/slurm/qsgd-submit.sh" --sweep "$here/restart.conf" --cpu --out "$rs_a" --train "$train" \
+  --no-collect >"$tmp/submit6d.out" 2>&1 || { cat "$tmp/submit6d.out"; fail "qsgd-submit.sh (6c) failed"; }
+wait_empty 150
+log="$(ls -t "$rs_a"/logs/K2-*_0.out | head -n 1)"
+want_in "$log" 'moving the checkpoint qsgd-train could not resume from .*\.failed-' "6c: the unusable checkpoint was not moved aside"
+want_in "$log" 'requeueing job .* to start the run over' "6c: the task did not requeue itself to start over"
+is_complete "$t_a" || fail "6c: the run started over did not complete"
+[ "$(data_of "$t_a" /steps/step | wc -l)" = 128 ] || fail "6c: the trace of the run started over lacks its 128 steps"
+ls "$rs_a"/checkpoints/*.ckpt.failed-* > /dev/null 2>&1 || fail "6c: no *.ckpt.failed-* file kept"
+say "6c: an unusable checkpoint was set aside and the run started over to completion"
+
 # 6b: slurmctld ends the task at its time limit (state TIMEOUT); the
 # re-submission resumes from the last periodic checkpoint.
 t_b="$rs_b/traces/mlp_allgather_fixed-4bit_K2.h5"

@@ -9,6 +9,9 @@
 #      --checkpoint-signal USR1 and no periodic checkpoints: the ranks agree
 #      on a step, checkpoint after it and exit with code 8; --resume goes on
 #      from there.
+#   3. a damaged checkpoint: --resume stops every rank before the first step
+#      with exit code 9 and a line naming the file and the cause, and
+#      changes neither the checkpoint nor the trace.
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 mpirun=$1 train=$2
@@ -66,3 +69,16 @@ c=$(od -An -t u8 -j 24 -N 8 "$dir/sig.ckpt" | tr -d ' ')
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" "${slow[@]}" --trace "$dir/sig.h5" --resume \
   2> "$dir/sig-resume.log" || { cat "$dir/sig-resume.log"; fail "resume after the signal failed"; }
 same_as_ref "$dir/sig.h5" "stopped by SIGUSR1 after step $n"
+
+# 3. a checkpoint that cannot be loaded (truncated after its header).
+cp "$dir/sig.ckpt" "$dir/bad.ckpt"
+truncate -s 100 "$dir/bad.ckpt"
+cp "$dir/sig.h5" "$dir/bad.h5"
+sum_before=$(cat "$dir/bad.ckpt" "$dir/bad.h5" | md5sum)
+"$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" --trace "$dir/bad.h5" --checkpoint "$dir/bad.ckpt" --resume \
+  > "$dir/bad.log" 2>&1
+rc=$?
+[ "$rc" = 9 ] || { cat "$dir/bad.log"; fail "resume from a damaged checkpoint exited with $rc, expected 9"; }
+grep -q "cannot resume from $dir/bad.ckpt: .*wrong size" "$dir/bad.log" || { cat "$dir/bad.log"; fail "no line naming the checkpoint and the cause"; }
+[ "$(cat "$dir/bad.ckpt" "$dir/bad.h5" | md5sum)" = "$sum_before" ] || fail "a failed resume changed the checkpoint or the trace"
+echo "ok: damaged checkpoint refused with exit code 9"

@@ -256,8 +256,27 @@ struct Trainer::Impl {
                    o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer->buckets().size());
   }
 
+  // The checkpoint of --resume, loaded on every rank; when any rank cannot
+  // load it, every rank throws CheckpointUnusable (the ranks agree first, so
+  // none is left waiting in a collective).
+  CheckpointState load_for_resume() {
+    CheckpointState st;
+    std::string why;
+    try {
+      st = load_checkpoint(o.checkpoint, run_hash, P, static_cast<std::uint64_t>(K));
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    double failed = why.empty() ? 0.0 : 1.0;
+    comm.allreduce_max(&failed, 1, at("checkpoint load allreduce", 0));
+    if (failed != 0.0)
+      throw CheckpointUnusable("cannot resume from " + o.checkpoint + ": " +
+                               (why.empty() ? "another rank could not load it" : why));
+    return st;
+  }
+
   void resume() {
-    const auto st = load_checkpoint(o.checkpoint, run_hash, P, static_cast<std::uint64_t>(K));
+    const auto st = load_for_resume();
     Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hp(const_cast<float*>(st.params.data()), P);
     Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hm(const_cast<float*>(st.momentum.data()), P);
     Kokkos::deep_copy(model->store().params(), hp);

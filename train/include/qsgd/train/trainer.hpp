@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "qsgd/comm/communicator.hpp"
@@ -34,6 +35,16 @@ constexpr int exit_loss_not_finite = 6;
 // after the same step, the checkpoint and the trace (not complete) are
 // written, and the run continues with --resume.
 constexpr int exit_stopped_at_signal = 8;
+// --resume, and the checkpoint cannot be loaded on some rank (missing,
+// damaged, from another configuration or build, another rank count): every
+// rank stops before the first step (CheckpointUnusable) and nothing is
+// written; the checkpoint and the trace are left as they are.
+constexpr int exit_checkpoint_unusable = 9;
+
+class CheckpointUnusable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 enum class RunEnd { finished, stopped_at_signal };
 
