@@ -83,6 +83,7 @@ struct Options {
   qsgd::CodecKind half = qsgd::CodecKind::bf16;
   qsgd::bench::InputKind input = qsgd::bench::InputKind::gaussian;
   std::uint64_t seed = 1;
+  double common = 0.0;  // --common: the share of every rank's gradient variance that all ranks have in common
   std::string json;
   bool check = true;
   std::vector<Transport> transports = {Transport::ring, Transport::library};
@@ -107,6 +108,9 @@ void print_usage(std::FILE* out) {
                "  --half bf16|fp16     format of allreduce16 (default bf16)\n"
                "  --input NAME         gaussian, student-t3, sparse90, layered (default gaussian)\n"
                "  --seed N             input seed; rank r uses seed + r (default 1)\n"
+               "  --common C           rank r's gradient is sqrt(1-C) x_r + sqrt(C) x_c, x_c drawn from\n"
+               "                       seed + K and shared by every rank (0 <= C <= 1; default 0:\n"
+               "                       independent ranks)\n"
                "  -o, --json FILE      write the results as JSON\n"
                "  --no-check           skip the identical-bits and error check\n"
                "  --transports LIST    ring,library (default both: every strategy with a ring\n"
@@ -159,7 +163,13 @@ Options parse_options(int argc, char** argv) {
         throw qsgd::bench::UsageError("unknown input '" + name + "' (see --help)");
     } else if (a == "--seed")
       o.seed = parse_count(a, value(), 0, ~std::uint64_t(0));
-    else if (a == "-o" || a == "--json")
+    else if (a == "--common") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.common = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(o.common >= 0.0 && o.common <= 1.0))
+        throw qsgd::bench::UsageError("--common needs a number in [0, 1], not '" + v + "'");
+    } else if (a == "-o" || a == "--json")
       o.json = value();
     else if (a == "--no-check")
       o.check = false;
@@ -307,6 +317,20 @@ std::vector<std::string> distinct_hosts(const qsgd::comm::Communicator& comm) {
   return out;
 }
 
+// Rank me's gradient of n values: x_me (seed + me), or with --common C,
+// sqrt(1 - C) x_me + sqrt(C) x_c with x_c (seed + K) the same on every rank.
+Kokkos::View<float*, Mem> rank_input(const Options& o, std::uint64_t n, int me, int K) {
+  auto own = qsgd::bench::make_input<Mem>(o.input, n, o.seed + static_cast<std::uint64_t>(me));
+  if (o.common == 0.0) return own;
+  const auto shared = qsgd::bench::make_input<Mem>(o.input, n, o.seed + static_cast<std::uint64_t>(K));
+  const float a = static_cast<float>(std::sqrt(1.0 - o.common)), b = static_cast<float>(std::sqrt(o.common));
+  Kokkos::parallel_for(
+      "qsgd::bench::common_input", Kokkos::RangePolicy<Exec>(0, n),
+      KOKKOS_LAMBDA(std::uint64_t i) { own(i) = a * own(i) + b * shared(i); });
+  Kokkos::fence();
+  return own;
+}
+
 Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Variant& v,
             const Kokkos::View<float*, Mem>& in, const std::vector<double>& avg) {
   qsgd::comm::ExchangeConfig cfg;
@@ -443,7 +467,8 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
      << ", \"d\": " << o.d << ", \"norm\": " << json_string(qsgd::to_string(o.norm))
      << ", \"input\": " << json_string(qsgd::bench::to_string(o.input))
      << ", \"input_description\": " << json_string(qsgd::bench::describe(o.input)) << ", \"seed\": " << o.seed
-     << ", \"rank_seed\": \"seed + rank\"},\n";
+     << ", \"rank_seed\": \"seed + rank\", \"common_fraction\": " << json_number(o.common)
+     << ", \"common_seed\": \"seed + K\"},\n";
   os << "  \"ceiling\": {\"kind\": \"ring MPI_Sendrecv, received bytes per rank per second\", \"bytes\": "
      << ceiling_bytes << ", \"GBps\": " << json_number(ranks > 1 ? ceiling : NAN) << "},\n";
   os << "  \"rows\": [";
@@ -490,9 +515,9 @@ int run(const Options& o) {
   const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
   const double ceiling = ring_ceiling(comm, ceiling_bytes);
   if (me == 0) {
-    std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank), warmup %d, iters %d, %s\n", K,
-                qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.warmup, o.iters,
-                mpi_library().c_str());
+    std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank; common share %.2f), warmup %d, iters %d, %s\n",
+                K, qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.common,
+                o.warmup, o.iters, mpi_library().c_str());
     if (K > 1)
       std::printf("# link ceiling: ring MPI_Sendrecv of %llu bytes: %.2f GB/s received per rank\n",
                   static_cast<unsigned long long>(ceiling_bytes), ceiling);
@@ -501,7 +526,7 @@ int run(const Options& o) {
   std::vector<Row> rows;
   for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
     const std::uint64_t n = bytes / 4;
-    const auto in = qsgd::bench::make_input<Mem>(o.input, n, o.seed + static_cast<std::uint64_t>(me));
+    const auto in = rank_input(o, n, me, K);
     std::vector<double> avg;
     if (o.check) {  // exact average in double, outside every timed region
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in);

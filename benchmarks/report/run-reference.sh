@@ -13,6 +13,8 @@
 #     shared-scale    shared-scale against allgather and scatter-reduce: bits and error at
 #                     K = 1-4 (shared memory, 16 MiB), time at K = 4 on emulated 1 Gbit/s
 #                     links, 2^24 floats (~4 min)
+#     shared-scale-common  the same strategies' error at K = 4 when the ranks' gradients share
+#                     0, 50, 90 or 99% of their variance (--common), shared memory (~1 min)
 #     sweep           the main job's default sweep (scripts/run-main.sh) (~5 min)
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
 #                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
@@ -36,7 +38,8 @@ net="$root/benchmarks/scaling/netlab.sh"
 . "$root/scripts/openmpi-env.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
-[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale sweep mlp-step algorithms model)
+[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale shared-scale-common sweep mlp-step
+  algorithms model)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -96,6 +99,13 @@ for t in "${tables[@]}"; do
       "$net" --nodes 4 --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 64M -e 64M -w 1 -n 10 \
         --strategies scatter-reduce,shared-scale --codecs fixed,rans -o "$ref/$t/1gbit-K4.json" \
         | tee "$ref/$t/1gbit-K4.txt" ;;
+    shared-scale-common)
+      fresh "$t"
+      for c in 0 0.5 0.9 0.99; do
+        mpirun -np 4 --oversubscribe --bind-to none "$bin/qsgd-bench-exchange" -b 16M -e 16M -w 0 -n 3 \
+          --strategies allgather,scatter-reduce,shared-scale --codecs fixed,rans --transports ring --common "$c" \
+          -o "$ref/$t/K4-common$c.json" | tee "$ref/$t/K4-common$c.txt"
+      done ;;
     sweep)
       fresh "$t"
       scripts/run-main.sh --out "$ref/$t" ;;
