@@ -6,8 +6,9 @@
 #                                   NOT appear (the documented exception)
 #   scatter-reduce + elias-dense    qsgd/quantize, comm/scatter-reduce
 #   param-server   + elias-sparse   comm/param-server
-#   capture (--profile-steps 1:2)   train/capture; recorded with the recipe's
-#                                   --capture, only the window's steps
+#   capture (--profile-steps 1:2)   train/capture, comm/shared-scale; recorded
+#                                   with the recipe's --capture, only the
+#                                   window's steps
 #   allreduce16                     comm/allreduce16; profiled through a shim
 #                                   of nsys that names the NVTX summary as nsys
 #                                   after 2022 does (report nvtx_sum, file
@@ -78,7 +79,7 @@ jobs=(
   "elias-scatter-reduce:--strategy scatter-reduce --codec elias-dense --bits 4"
   "sparse-param-server:--strategy param-server --codec elias-sparse --bits 2"
   "allreduce16:--strategy allreduce16"
-  "capture:--strategy allgather --codec fixed --bits 4 --max-steps 4 --profile-steps 1:2"
+  "capture:--strategy shared-scale --codec fixed --bits 4 --max-steps 4 --profile-steps 1:2"
 )
 rm -rf "$out"
 mkdir -p "$out/shim"
@@ -158,6 +159,22 @@ sys.exit(0 if cap == 2 and 2 <= steps <= 4 else 1)
 PY
 then
   echo "FAIL: the capture window recorded more or less than steps 1..1 of each rank"
+  status=1
+fi
+# Payloads (docs/profiling.md): train/step carries the global step, so each
+# rank's steps are 0, 1, 2 (the run's --max-steps 3); comm/<strategy> carries
+# the operation's tensor, a bucket index (present on every event).
+if ! "$python" - "$out/fixed-allgather/fixed-allgather.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+steps = sorted(v for (v,) in db.execute("SELECT uint64Value FROM NVTX_EVENTS WHERE text = 'train/step'"))
+comm = [v for (v,) in db.execute("SELECT uint64Value FROM NVTX_EVENTS WHERE text = 'comm/allgather'")]
+print("payloads: train/step %s; comm/allgather %d events, buckets %s" % (steps, len(comm), sorted(set(comm))))
+ok = steps == [0, 0, 1, 1, 2, 2] and comm and all(v is not None for v in comm)
+sys.exit(0 if ok else 1)
+PY
+then
+  echo "FAIL: the NVTX payloads are not the global steps (train/step) and bucket indices (comm/allgather)"
   status=1
 fi
 echo "== documented ranges against the recorded ones"

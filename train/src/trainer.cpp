@@ -389,7 +389,7 @@ struct Trainer::Impl {
   // One step: forward, backward with the hooks, wait, update; fills rec and
   // gathers it to the trace.
   void run_step(std::uint64_t epoch, std::uint64_t b) {
-    qsgd::prof::Scope step_range("train/step");
+    qsgd::prof::Scope step_range("train/step", step);  // payload: the global step, /steps/step of the trace
     const auto t_step = Clock::now();
     const auto& tensors = model->tensors();
     rec = {};

@@ -41,15 +41,16 @@ inline std::uint64_t words_of(std::size_t bytes) { return (bytes + 7) / 8; }
 // The NVTX range comm/<strategy> of one operation: opened by start(), closed
 // when wait() returns or the operation fails (start/end, not push/pop: the
 // two ends are different calls, and operations overlap). Closed at most once.
+// Its payload is the operation's tensor (the Bucketer's bucket index).
 class OpRange {
  public:
   OpRange() = default;
   OpRange(const OpRange&) = delete;
   OpRange& operator=(const OpRange&) = delete;
   ~OpRange() { close(); }
-  void open(const char* name) {
+  void open(const char* name, std::uint64_t payload) {
     close();
-    id_ = prof::start(name);
+    id_ = prof::start(name, payload);
     open_ = true;
   }
   void close() {
@@ -179,7 +180,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
     op.stats.step = step;
     op.stats.tensor = tensor;
     op.t_start = Clock::now();
-    op.range.open(range_name_.c_str());
+    op.range.open(range_name_.c_str(), tensor);
     for (auto* b : {&op.send, &op.recv, &op.send_back, &op.recv_back}) b->set_staged(stage_moves_);
     guarded(op, [&] { begin(op); });
     return Handle{slot, op.generation};
