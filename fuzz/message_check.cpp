@@ -182,7 +182,7 @@ Decoded MessageChecker::decode_all(const Words& msg, std::size_t bytes, const qs
   // Sums: the message's own shape and scales (as the header gives them) are
   // the expected ones, so it is accepted exactly when it is valid.
   Kokkos::View<std::int32_t*, Mem> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fuzz::sums"),
-                                                      n + guard_cells);
+                                        n + guard_cells);
   for (std::size_t i = 0; i < sums.extent(0); ++i) sums(i) = i < n ? 1 : sum_sentinel;
   Values want_scales("fuzz::scales", 0);
   std::uint32_t s = 1, d = 1;

@@ -77,6 +77,9 @@ RunResult run_qsgd(const Problem& p, const QsgdConfig& cfg) {
     try {
       step_workers(t);
     } catch (const Error& e) {
+      // Only an input the quantizer cannot take (NaN/Inf, or an L2 norm
+      // beyond the float range) is a divergence; anything else is a fault.
+      if (e.code() != Errc::non_finite_input && e.code() != Errc::out_of_range) throw;
       r.diverged = "step " + std::to_string(t) + ": " + e.what();
       break;
     }

@@ -163,13 +163,9 @@ Options parse_options(int argc, char** argv) {
         throw qsgd::bench::UsageError("unknown input '" + name + "' (see --help)");
     } else if (a == "--seed")
       o.seed = parse_count(a, value(), 0, ~std::uint64_t(0));
-    else if (a == "--common") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.common = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(o.common >= 0.0 && o.common <= 1.0))
-        throw qsgd::bench::UsageError("--common needs a number in [0, 1], not '" + v + "'");
-    } else if (a == "-o" || a == "--json")
+    else if (a == "--common")
+      o.common = qsgd::bench::parse_real(a, value(), 0.0, 1.0);
+    else if (a == "-o" || a == "--json")
       o.json = value();
     else if (a == "--no-check")
       o.check = false;

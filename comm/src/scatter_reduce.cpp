@@ -59,8 +59,8 @@ class ScatterReduce final : public ExchangeBase<E> {
   // sizes_in .. reduced_in, the ring transport ring_chunks_in, ring_reduced_in;
   // shared-scale starts both with scales_in.
   enum Phase : int {
-    scales_in = 1,   // shared-scale: the agreed scales are in; quantize and send the chunks
-    sizes_in,    // every chunk's size is in: post the alltoallv of chunks
+    scales_in = 1,     // shared-scale: the agreed scales are in; quantize and send the chunks
+    sizes_in,          // every chunk's size is in: post the alltoallv of chunks
     chunks_in,       // this rank's chunk from every rank: reduce, requantize, announce its size
     reduced_sizes_in,  // every reduced chunk's size: post their allgatherv
     reduced_in,      // every reduced chunk: decode them into out
@@ -126,7 +126,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     const CodecConfig& cc = this->codec_.config();
     const auto d = static_cast<std::uint32_t>(effective_bucket(cc, op.n));
     op.own.reshape(op.n, d, cc.s, cc.norm, QuantizerKind::stochastic);
-    op.whole = d >= op.n;  // one bucket: chunks are views of one quantization
+    op.whole = this->one_bucket(op.n);  // chunks are views of one quantization
     const std::uint64_t nb = op.own.buckets();
     if (op.scales.extent(0) < nb)
       op.scales = Kokkos::View<float*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::comm::scales"), nb);
@@ -227,8 +227,6 @@ class ScatterReduce final : public ExchangeBase<E> {
     op.phase = sizes_in;
   }
 
-  // Ring transport, after the pairwise exchange: reduce this rank's chunk,
-  // requantize it, start the ring allgather of the reduced chunks.
   // This rank's chunk of every rank's message (msg_of(r)) reduced into `out`:
   // decoded, averaged and requantized, or (shared-scale) decoded to levels
   // and summed. Returns the reduced message's bytes.
@@ -270,6 +268,9 @@ class ScatterReduce final : public ExchangeBase<E> {
     return bytes;
   }
 
+  // Ring transport, after the pairwise exchange: reduce this rank's chunk,
+  // requantize it (shared-scale: sum its levels), start the ring allgather of
+  // the reduced chunks.
   void reduce_ring(OpT& op) {
     const int K = this->ranks(), me = this->rank();
     const std::uint64_t len = chunk_len(op, me), maxw = this->max_words(len);

@@ -344,6 +344,9 @@ class ExchangeBase : public Exchange<ExecSpace>,
     return partition_align(is_quantized(cc.codec), effective_bucket(cc, n), n);
   }
 
+  // Whether the codec quantizes an n-vector as one bucket (d = 0, or d >= n).
+  bool one_bucket(std::uint64_t n) const { return effective_bucket(codec_.config(), n) >= n; }
+
   // Call once per operation before encode_slice(). With keep_levels (and a
   // quantized codec that does not fuse quantization into its encoder), every
   // slice's levels stay in op.own until the operation ends: slice_levels()
@@ -351,7 +354,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
   void prepare_slices(OpT& op, const RngKey& k, bool keep_levels = false) {
     const CodecConfig& cc = codec_.config();
     const bool quant = is_quantized(cc.codec);
-    op.whole = quant && effective_bucket(cc, op.n) >= op.n;
+    op.whole = quant && one_bucket(op.n);
     op.own_levels = keep_levels && quant && cc.codec != CodecKind::fixed;
     if (op.own_levels)
       op.own.reshape(op.n, static_cast<std::uint32_t>(effective_bucket(cc, op.n)), cc.s, cc.norm,

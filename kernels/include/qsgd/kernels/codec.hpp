@@ -113,12 +113,9 @@ class Codec {
       quantize_with_scales(exec_, cfg_, v, n, scales, key, q_, index_offset);
       return encode(q_, out);
     }
-    const std::uint64_t nb = n == 0 ? 0 : detail::ceil_div(n, effective_bucket(cfg_, n));
-    if (scales.extent(0) < nb) throw Error(Errc::invalid_argument, "encode_with_scales: fewer scales than buckets");
     q_.reshape(n, static_cast<std::uint32_t>(effective_bucket(cfg_, n)), cfg_.s, cfg_.norm, QuantizerKind::stochastic);
-    Kokkos::deep_copy(exec_, Kokkos::subview(q_.scales, Kokkos::make_pair<std::uint64_t>(0, nb)),
-                      Kokkos::subview(scales, Kokkos::make_pair<std::uint64_t>(0, nb)));
-    return encode_fixed_fused(v, n, key, out, index_offset, true);
+    detail::take_scales(exec_, q_, scales, "encode_with_scales");
+    return encode_fixed_fused(v, n, key, out, index_offset, true);  // its reshape keeps q_'s shape and scales
   }
 
   std::size_t encode(const const_values_view& v, const RngKey& key, const words_view& out) {

@@ -361,6 +361,16 @@ void quantize_levels(const ExecSpace& exec, const VView& v, const Quantized<MemS
   }
 }
 
+// q.scales[0, buckets) = scales[0, buckets), q's shape already set (given
+// scales: quantize_with_scales, Codec::encode_with_scales).
+template <class ExecSpace, class SView, class MemSpace>
+void take_scales(const ExecSpace& exec, const Quantized<MemSpace>& q, const SView& scales, const char* what) {
+  const std::uint64_t nb = q.buckets();
+  if (scales.extent(0) < nb) throw Error(Errc::invalid_argument, std::string(what) + ": fewer scales than buckets");
+  Kokkos::deep_copy(exec, Kokkos::subview(q.scales, Kokkos::make_pair<std::uint64_t>(0, nb)),
+                    Kokkos::subview(scales, Kokkos::make_pair<std::uint64_t>(0, nb)));
+}
+
 }  // namespace detail
 
 /*
@@ -405,10 +415,7 @@ void quantize_with_scales(const ExecSpace& exec, const CodecConfig& cfg, const V
   prof::Scope range("qsgd/quantize");
   const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
   q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
-  if (scales.extent(0) < q.buckets())
-    throw Error(Errc::invalid_argument, "quantize_with_scales: fewer scales than buckets");
-  Kokkos::deep_copy(exec, Kokkos::subview(q.scales, Kokkos::make_pair<std::uint64_t>(0, q.buckets())),
-                    Kokkos::subview(scales, Kokkos::make_pair<std::uint64_t>(0, q.buckets())));
+  detail::take_scales(exec, q, scales, "quantize_with_scales");
   detail::quantize_levels(exec, v, q, key, index_offset);
 }
 
