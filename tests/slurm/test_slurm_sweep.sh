@@ -184,6 +184,12 @@ munge -n -S "$sock" | unmunge -S "$sock" >/dev/null || fail "munge/unmunge round
 host="$(hostname -s)"
 nodeline="$(slurmd -C | head -n 1)"
 [[ "$nodeline" == NodeName=* ]] || fail "slurmd -C printed '$nodeline'"
+# Slurm sees twice the cores there are (SlurmdParameters=config_overrides):
+# section 6 runs two 2-rank jobs at once, and slurmctld starts a job of
+# --ntasks-per-node=2 only on a node with 2 free CPUs, --overcommit or not
+# (measured with Slurm 22.05: the second job pends for Resources while the
+# first holds one CPU of two).
+nodeline="$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(CPUs|CoresPerSocket)=/) { split($i, kv, "="); $i = kv[1] "=" 2 * kv[2] } print }' <<<"$nodeline")"
 port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }
 pick_ports() {  # pick_ports N: base of N consecutive free TCP ports
   local base p ok_
@@ -231,6 +237,7 @@ KillWait=5
 # Scheduling passes every 2 s (defaults: 60 s, backfill 30 s): a requeued
 # task starts soon after its cred_expire, not at the next minute.
 SchedulerParameters=sched_interval=2,bf_interval=2
+SlurmdParameters=config_overrides
 $nodeline NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -492,8 +499,8 @@ fi
 want_in "$tmp/badsite.out" "badsite.conf: unknown key 'frobnicate'" "the unknown key is not named"
 
 # ---- 6. restarts ------------------------------------------------------------
-# Two runs at once (each takes one of the node's two CPUs): 6b waits for a
-# real time limit while 6a is stopped by the checkpoint signal.
+# Two runs at once (Slurm sees twice the cores there are; see slurm.conf):
+# 6b waits for a real time limit while 6a is stopped by the checkpoint signal.
 rs_args() { awk -F'\t' '$1 == 0 { print $3 }' "$1"/manifest-*.tsv; }
 uncut_hash() {  # uncut_hash SWEEP: final parameters of the same run, uncut, under mpirun
   local args
@@ -530,6 +537,9 @@ mapfile -t ids6a < <(submitted_ids "$tmp/submit6a.out")
 # (--signal=B:USR1@S) comes at a 30-second granularity; scancel --batch
 # delivers the same signal the same way, at a chosen moment: mid-run.
 t_a="$rs_a/traces/mlp_allgather_fixed-4bit_K2.h5"
+for _ in $(seq 60); do [ "$(job_states "${ids6a[0]}")" = "JobState=RUNNINGx1" ] && break; sleep 1; done
+[ "$(job_states "${ids6a[0]}")" = "JobState=RUNNINGx1" ] ||
+  fail "6a: job ${ids6a[0]} is not running 60 s after its submission, beside 6b's: $(job_states "${ids6a[0]}")"
 for _ in $(seq 600); do [ "$(steps_in "$t_a")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
 [ "$(steps_in "$t_a")" -ge 16 ] 2>/dev/null || fail "6a: the run wrote no 16 steps in 60 s"
 scancel --batch --signal=USR1 "${ids6a[0]}" || fail "6a: scancel --signal failed"
