@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "qsgd/kernels/config.hpp"
+
 namespace qsgd::algorithms {
 
 std::string to_string(FullGradient f) { return f == FullGradient::exact ? "exact" : "quantized"; }
@@ -18,10 +20,7 @@ QsvrgConfig QsvrgConfig::resolved(const Problem& p) const {
   return c;
 }
 
-double second_moment_blowup(std::size_t n, std::uint32_t s) {
-  const double nd = static_cast<double>(n), sd = static_cast<double>(s);
-  return 1.0 + std::min(nd / (sd * sd), std::sqrt(nd) / sd);
-}
+double second_moment_blowup(std::size_t n, std::uint32_t s) { return second_moment_bound(n, s); }
 
 double qsvrg_rate_bound(double eta, std::uint64_t inner_steps, double l, double L_max, double blowup) {
   const double a = 2.0 * blowup * L_max * eta;

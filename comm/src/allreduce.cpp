@@ -73,6 +73,13 @@ class Allreduce final : public ExchangeBase<E> {
     const auto out = Kokkos::subview(op.out, Kokkos::make_pair<std::uint64_t>(0, op.n));
     op.stats.encoded_bytes = op.n * 4;
     op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * op.n * 4 / static_cast<std::uint64_t>(K);
+    if (op.sent.extent(0) != 0) {  // error feedback: fp32 sends the gradient exactly
+      const auto t0 = Clock::now();
+      Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sent, Kokkos::make_pair<std::uint64_t>(0, op.n)),
+                        Kokkos::subview(op.grad, Kokkos::make_pair<std::uint64_t>(0, op.n)));
+      this->exec_.fence();
+      op.stats.encode_s += seconds_since(t0);
+    }
     if (this->ring() && !this->local() && !this->stage_reductions_) {
       // The ring reads the gradient where it is and writes every element of
       // out, already scaled: no copy before, no pass after.

@@ -132,6 +132,8 @@ class Allreduce16 final : public ExchangeBase<E> {
 
   std::uint16_t* buffer(OpT& op) { return reinterpret_cast<std::uint16_t*>(op.send.dev().data()); }
 
+  bool reports_sent() const override { return false; }  // sums round to 16 bits on the way
+
   void begin(OpT& op) override {
     const int K = this->ranks();
     const int count = this->as_count(op.n, "allreduce16");

@@ -201,7 +201,10 @@ void Bucketer<E>::plan() {
     b.offsets.push_back(b.length);
     b.length += padded;
   }
-  for (Bucket& b : buckets_) b.buffer = values_view("qsgd::comm::fusion", b.length);  // zeroed: padding stays 0
+  for (Bucket& b : buckets_) {
+    b.buffer = values_view("qsgd::comm::fusion", b.length);  // zeroed: padding stays 0
+    if (cfg_.report_sent && b.compressed) b.sent = values_view("qsgd::comm::sent", b.length);
+  }
   pushed_.assign(sizes_.size(), 0);
   planned_ = true;
 }
@@ -266,7 +269,7 @@ template <class E>
 void Bucketer<E>::start_bucket(Bucket& b, const values_view& data) {
   b.data = data;
   b.t_start = detail::clock_seconds();
-  b.handle = exchange_for(b).start(data, data, b.tensors.front(), step_);
+  b.handle = exchange_for(b).start(data, data, b.tensors.front(), step_, b.sent);
   b.started = true;
   if (poller_) poller_->wake.notify_one();
 }
@@ -317,6 +320,11 @@ void Bucketer<E>::finish(Bucket& b) {
 
 template <class E>
 void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
+  wait(tensor, out, values_view());
+}
+
+template <class E>
+void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out, const values_view& sent) {
   auto lock = guard(poller_);
   if (tensor >= sizes_.size())
     throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
@@ -324,11 +332,18 @@ void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
   if (!b.started)
     throw Error(Errc::invalid_argument, "Bucketer: the bucket of tensor " + std::to_string(tensor) +
                                             " has not started (a tensor of it was not pushed this step)");
+  if (sent.extent(0) != 0 && b.sent.extent(0) == 0)
+    throw Error(Errc::invalid_argument, "Bucketer: tensor " + std::to_string(tensor) +
+                                            " has no sent values (a dense tensor, or report_sent is off)");
   finish(b);
   const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
+  const auto mine = Kokkos::make_pair(off, off + sizes_[tensor]);
+  if (sent.extent(0) != 0)
+    Kokkos::deep_copy(Kokkos::subview(sent, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
+                      Kokkos::subview(b.sent, mine));
   if (b.data.data() == out.data() && off == 0) return;  // averaged in place (push_inplace)
   Kokkos::deep_copy(Kokkos::subview(out, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
-                    Kokkos::subview(b.data, Kokkos::make_pair(off, off + sizes_[tensor])));
+                    Kokkos::subview(b.data, mine));
 }
 
 template <class E>

@@ -175,6 +175,7 @@ class ScatterReduce final : public ExchangeBase<E> {
       if (this->codec_.config().codec == CodecKind::fixed) op.stats.fused_quantize = true;
     }
     op.stats.encode_s += seconds_since(t0);
+    this->record_sent(op, lo, len, out, bytes);
     return bytes;
   }
 

@@ -294,6 +294,90 @@ TEST(Exchange, SharedScaleSumsEveryRanksLevelsAgainstTheAgreedScales) {
   }
 }
 
+// Error feedback's `sent`: what this rank's first stage coded, bit for bit
+// the dequantized quantization with the rank's key (slices of one
+// quantization: exchange_base.hpp), against the agreed scales for
+// shared-scale; the gradient itself for the fp32 allreduce; refused by
+// allreduce16, whose sums round on the way.
+TEST(Exchange, SentIsThisRanksDecodedContribution) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t seed = 17, step = 3;
+  const std::uint32_t tensor = 4;
+  const Exec exec;
+  const std::uint64_t n = 5000;
+  const auto mine = gradient(seed, me, n);
+  auto sent_of = [&](qsgd::comm::Exchange<Exec>& ex, std::vector<float>* out = nullptr) {
+    Values g = to_device(mine), o("test::out", n), sent("test::sent", n);
+    ex.wait(ex.start(g, o, tensor, step, sent));
+    if (out) *out = to_host(o, n);
+    return to_host(sent, n);
+  };
+  for (const StrategyKind k : {StrategyKind::allgather, StrategyKind::scatter_reduce, StrategyKind::param_server}) {
+    for (const auto t : {qsgd::comm::Transport::ring, qsgd::comm::Transport::library}) {
+      for (const CodecConfig& c : {codec(CodecKind::fixed, 16, 512), codec(CodecKind::elias_dense, 7, 0, Norm::l2),
+                                   codec(CodecKind::rans, 16, 256), codec(CodecKind::bf16)}) {
+        auto cfg = config(k, c, seed);
+        cfg.transport = t;
+        cfg.segment_bytes = 4096;  // several ring pieces
+        auto ex = make_exchange(cfg, comm);
+        const auto sent = sent_of(*ex);
+        Values ref("ref", n);
+        if (qsgd::is_quantized(c.codec)) {
+          qsgd::Quantized<Mem> q;
+          qsgd::quantize(exec, c, to_device(mine), n, qsgd::RngKey{seed, step, static_cast<std::uint32_t>(me), tensor},
+                         q);
+          qsgd::dequantize(exec, q, ref);
+        } else {
+          qsgd::Codec<Exec> codec16(c, exec);
+          typename qsgd::Codec<Exec>::words_view w("w", codec16.max_message_bytes(n) / 8);
+          const std::size_t bytes = codec16.encode(to_device(mine), n, qsgd::RngKey{}, w);
+          codec16.decode(w, bytes, ref);
+        }
+        EXPECT_TRUE(same_bits(sent, to_host(ref, n)))
+            << name(k, c) << " " << qsgd::comm::to_string(t) << " K " << K << " rank " << me;
+      }
+    }
+  }
+  {  // shared-scale: against the agreed scales (the maxima of the ranks' bucket scales)
+    const CodecConfig c = codec(CodecKind::fixed, 16, 512);
+    auto ex = make_exchange(config(StrategyKind::shared_scale, c, seed), comm);
+    const auto sent = sent_of(*ex);
+    const std::uint64_t nb = (n + 511) / 512;
+    Kokkos::View<float*, Mem> scales("scales", nb), agreed("agreed", nb);
+    std::vector<float> best(nb, 0.0f);
+    for (int r = 0; r < K; ++r) {
+      qsgd::compute_scales(exec, to_device(gradient(seed, r, n)), n, 512, c.norm, scales, "test");
+      const auto h = to_host(scales, nb);
+      for (std::uint64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], h[b]);
+    }
+    Kokkos::deep_copy(agreed, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(best.data(), nb));
+    qsgd::Quantized<Mem> q;
+    qsgd::quantize_with_scales(exec, c, to_device(mine), n, agreed,
+                               qsgd::RngKey{seed, step, static_cast<std::uint32_t>(me), tensor}, q);
+    Values ref("ref", n);
+    qsgd::dequantize(exec, q, ref);
+    EXPECT_TRUE(same_bits(sent, to_host(ref, n))) << "shared-scale K " << K;
+  }
+  {  // fp32 allreduce: exact, the gradient itself; the average unchanged by asking
+    auto ex = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
+    std::vector<float> out;
+    EXPECT_TRUE(same_bits(sent_of(*ex, &out), mine));
+    EXPECT_TRUE(same_bits(out, run(*ex, mine, tensor, step)));
+  }
+  {  // allreduce16 has no per-rank contribution: refused, naming the cause
+    auto cfg = config(StrategyKind::allreduce16, codec(CodecKind::bf16));
+    cfg.on_error = qsgd::comm::ErrorPolicy::throw_error;  // every rank refuses: throwing is safe
+    auto ex = make_exchange(cfg, comm);
+    try {
+      sent_of(*ex);
+      ADD_FAILURE() << "allreduce16 accepted a sent View";
+    } catch (const qsgd::comm::ExchangeError& e) {
+      EXPECT_NE(std::string(e.what()).find("error feedback"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Exchange, SharedScaleRefusesWhatItCannotCarry) {
   const Communicator comm = Communicator::world();
   const int K = comm.size();

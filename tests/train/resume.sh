@@ -12,6 +12,9 @@
 #   3. a damaged checkpoint: --resume stops every rank before the first step
 #      with exit code 9 and a line naming the file and the cause, and
 #      changes neither the checkpoint nor the trace.
+#   4. error feedback (ef21: every rank's own state and the shared mean, and
+#      ef on scatter-reduce), killed after step 7: the checkpoint carries the
+#      ranks' states, and the resumed run ends with the uninterrupted one's bits.
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 mpirun=$1 train=$2
@@ -20,14 +23,14 @@ trap 'rm -rf "$dir"' EXIT
 args=("${TINY[@]}" --strategy allgather --codec fixed --bits 4 --max-steps 10 --epochs 2 --flush-every 1 --eval-every 4)
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" --trace "$dir/ref.h5" || fail "reference run failed"
 [ "$(data_of "$dir/ref.h5" /steps/loss | wc -l)" = 40 ] || fail "reference trace lacks its 20 x 2 losses"
-same_as_ref() {  # same_as_ref TRACE WHAT: the bits an uninterrupted run writes
-  local a b d
-  a=$(attr "$dir/ref.h5" final_params_fnv1a) b=$(attr "$1" final_params_fnv1a)
+same_as_ref() {  # same_as_ref TRACE WHAT [REF]: the bits an uninterrupted run (REF, else ref.h5) writes
+  local a b d ref="${3:-$dir/ref.h5}"
+  a=$(attr "$ref" final_params_fnv1a) b=$(attr "$1" final_params_fnv1a)
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "$2: final parameters differ: uninterrupted $a, resumed $b"
   [ "$(attr "$1" complete)" = true ] || fail "$2: the resumed trace is not complete"
   [ "$(steps_in "$1")" = 20 ] || fail "$2: resumed trace holds $(steps_in "$1") steps, expected 20"
   for d in /steps/loss /epochs/train_loss /epochs/steps /evals/step; do
-    diff <(data_of "$dir/ref.h5" $d) <(data_of "$1" $d) > /dev/null || fail "$2: $d differs from the uninterrupted run"
+    diff <(data_of "$ref" $d) <(data_of "$1" $d) > /dev/null || fail "$2: $d differs from the uninterrupted run"
   done
   # Training time never restarts at zero: it grows from one evaluation to the next.
   data_of "$1" /evals/train_time | awk -v w="$2" 'NR > 1 && $1 < prev { print "FAIL: " w ": evaluation train_time falls from " prev " to " $1; bad = 1 }
@@ -82,3 +85,19 @@ rc=$?
 grep -q "cannot resume from $dir/bad.ckpt: .*wrong size" "$dir/bad.log" || { cat "$dir/bad.log"; fail "no line naming the checkpoint and the cause"; }
 [ "$(cat "$dir/bad.ckpt" "$dir/bad.h5" | md5sum)" = "$sum_before" ] || fail "a failed resume changed the checkpoint or the trace"
 echo "ok: damaged checkpoint refused with exit code 9"
+
+# 4. error feedback: the state each rank keeps goes through the checkpoint.
+for fb in "ef21 allgather" "ef scatter-reduce"; do
+  read -r kind strategy <<<"$fb"
+  efa=("${args[@]}" --strategy "$strategy" --bits 2 --error-feedback "$kind")
+  "$mpirun" -np 2 --oversubscribe "$train" "${efa[@]}" --trace "$dir/$kind-ref.h5" || fail "$kind: reference run failed"
+  "$mpirun" -np 2 --oversubscribe "$train" "${efa[@]}" --error-feedback none --trace "$dir/$kind-none.h5" ||
+    fail "$kind: the run without error feedback failed"
+  [ "$(attr "$dir/$kind-ref.h5" final_params_fnv1a)" != "$(attr "$dir/$kind-none.h5" final_params_fnv1a)" ] ||
+    fail "$kind: error feedback changed nothing"
+  QSGD_TEST_CRASH_AFTER_STEP=7 "$mpirun" -np 2 --oversubscribe "$train" "${efa[@]}" --trace "$dir/$kind.h5" \
+    --checkpoint "$dir/$kind.ckpt" --checkpoint-every 3 > "$dir/$kind-crash.log" 2>&1 && fail "$kind: the crash hook did not stop the run"
+  "$mpirun" -np 2 --oversubscribe "$train" "${efa[@]}" --trace "$dir/$kind.h5" --checkpoint "$dir/$kind.ckpt" \
+    --checkpoint-every 3 --resume 2> "$dir/$kind-resume.log" || { cat "$dir/$kind-resume.log"; fail "$kind: resume failed"; }
+  same_as_ref "$dir/$kind.h5" "$kind on $strategy, killed at step 7" "$dir/$kind-ref.h5"
+done

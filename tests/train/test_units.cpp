@@ -60,11 +60,23 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
       {{"--profile-steps", "3"}, "--profile-steps needs A:B (global steps A to B - 1), got '3'"},
       {{"--profile-steps", "4:2"}, "--profile-steps A:B needs A < B, got '4:2'"},
       {{"--profile-steps", "1:x"}, "--profile-steps needs a non-negative integer, got 'x'"},
+      {{"--error-feedback", "yes"}, "--error-feedback must be none, ef, ef-unscaled or ef21, got 'yes'"},
+      {{"--error-feedback", "ef"}, "allreduce / fp32 is exact"},
+      {{"--error-feedback", "ef21", "--strategy", "allgather"}, "allgather / fp32 is exact"},
+      {{"--error-feedback", "ef", "--strategy", "allreduce16"}, "allreduce16 / bf16 rounds its sums on the way"},
   };
   for (const auto& [args, want] : cases) {
     const std::string got = refusal(args);
     EXPECT_NE(got.find(want), std::string::npos) << args.front() << ": got '" << got << "', expected '" << want << "'";
   }
+}
+
+TEST(Options, ErrorFeedbackIsPartOfTheRunIdentity) {
+  const auto plain = parse({"--strategy", "allgather", "--codec", "fixed"});
+  const auto ef = parse({"--strategy", "allgather", "--codec", "fixed", "--error-feedback", "ef"});
+  EXPECT_EQ(ef.feedback, qt::Feedback::ef);
+  EXPECT_NE(plain.to_json(), ef.to_json());
+  EXPECT_NE(ef.describe().find("+ef"), std::string::npos) << ef.describe();
 }
 
 TEST(Options, CheckpointSignalIsTakenByNameAndLeftOutOfTheRunIdentity) {
@@ -177,7 +189,36 @@ TEST(Checkpoint, AnOlderFormatVersionIsRefusedByName) {
   auto b = bytes_of(f.path);
   b[8] = 1;  // the version word: a version-1 file (no per-rank totals)
   std::ofstream(f.path, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
-  EXPECT_NE(load_error(f.path, 0x1234567890abcdefull, 5, 2).find("has format version 1 (this build reads version 2)"),
+  EXPECT_NE(load_error(f.path, 0x1234567890abcdefull, 5, 2).find("has format version 1 (this build reads version 3)"),
+            std::string::npos);
+}
+
+// Error feedback: every rank's state goes in, each rank reads its own back,
+// ef21's shared mean with it; a run with other error feedback is refused.
+TEST(Checkpoint, ErrorFeedbackStatesRoundTripPerRank) {
+  const TempPath f;
+  auto st = sample_state(4, 3);
+  st.feedback = static_cast<std::uint32_t>(qt::Feedback::ef21);
+  for (std::size_t i = 0; i < 3 * 4; ++i) st.feedback_state.push_back(0.25f * static_cast<float>(i) - 2.0f);
+  st.feedback_mean = {1.5f, -0.5f, 0.0f, 8.0f};
+  qt::save_checkpoint(f.path, st);
+  EXPECT_EQ(bytes_of(f.path).size(), 64u + 3 * 32 + 4 * 8 + 3 * 4 * 4 + 4 * 4 + 4);
+  for (std::uint64_t r = 0; r < 3; ++r) {
+    const auto back = qt::load_checkpoint(f.path, st.config_hash, 4, 3, st.feedback, r);
+    EXPECT_EQ(back.feedback, st.feedback);
+    EXPECT_EQ(back.feedback_state, std::vector<float>(st.feedback_state.begin() + static_cast<long>(4 * r),
+                                                      st.feedback_state.begin() + static_cast<long>(4 * r + 4)));
+    EXPECT_EQ(back.feedback_mean, st.feedback_mean);
+    EXPECT_EQ(back.params, st.params);
+  }
+  std::string why;
+  try {
+    qt::load_checkpoint(f.path, st.config_hash, 4, 3, static_cast<std::uint32_t>(qt::Feedback::ef), 0);
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("written with error feedback 3, this run uses 1"), std::string::npos) << why;
+  EXPECT_NE(load_error(f.path, st.config_hash, 4, 3).find("written with error feedback 3, this run uses 0"),
             std::string::npos);
 }
 

@@ -96,6 +96,7 @@ exchange:
   --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)
   --s S  --d D (512; 0 = one bucket)  --norm max|l2
   --fusion-mb MB (8)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
+  --error-feedback none|ef|ef-unscaled|ef21 (none): residuals per tensor, C = Q/B (ef, ef21) or Q
   --transport ring|library (ring)  --segment-kb KB (4096)  --window N (8)
   --progress thread|hooks (thread: a thread polls the network during backward)  --poll-us US (100)
   --synthetic-backward-ms X (test hook: X ms of extra backward per gradient)
@@ -176,6 +177,7 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--fusion-mb") o.fusion_mb = parse_count(a, val());
     else if (a == "--layer-filter") o.layer_filter = parse_count(a, val());
     else if (a == "--no-overlap") o.overlap = false;
+    else if (a == "--error-feedback") o.feedback = parse_feedback(val());
     else if (a == "--transport") o.transport = comm::parse_transport(val());
     else if (a == "--segment-kb") o.segment_kb = parse_count(a, val());
     else if (a == "--window") o.window = to_uint32(a, val());
@@ -233,6 +235,11 @@ Options parse_checked(int argc, char** argv) {
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
   o.codec = comm::effective_codec(o.exchange_config()).codec;  // the strategy's rule (exchange.hpp)
+  if (o.feedback != Feedback::none && (o.strategy == comm::StrategyKind::allreduce16 || o.codec == CodecKind::fp32))
+    bad("--error-feedback needs a strategy whose first stage codes each rank's gradient lossily (allgather, "
+        "param-server, scatter-reduce or shared-scale with a codec other than fp32): " +
+        comm::to_string(o.strategy) + " / " + to_string(o.codec) +
+        (o.codec == CodecKind::fp32 ? " is exact" : " rounds its sums on the way"));
   if (is_quantized(o.codec) && !bits_given) o.naming = "4bit(paper,s=16)";
   if (!is_quantized(o.codec)) o.naming = to_string(o.codec);
   CodecConfig c;
@@ -262,6 +269,7 @@ std::string Options::describe() const {
   std::ostringstream os;
   os << to_string(model) << " on " << to_string(dataset) << ", " << comm::to_string(strategy) << " / " << to_string(codec);
   if (is_quantized(codec)) os << " " << naming << " d=" << d << " " << to_string(norm);
+  if (feedback != Feedback::none) os << " +" << to_string(feedback);
   os << ", batch " << batch << "/rank";
   return os.str();
 }
@@ -297,6 +305,7 @@ std::string Options::to_json() const {
   j["fusion_mb"] = fusion_mb;
   j["layer_filter"] = layer_filter;
   j["overlap"] = overlap;
+  j["error_feedback"] = to_string(feedback);
   j["transport"] = comm::to_string(transport);
   j["segment_kb"] = segment_kb;
   j["window"] = window;

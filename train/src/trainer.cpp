@@ -161,6 +161,7 @@ qc::BucketerConfig bucketer_config(const Options& o) {
   bc.layer_filter = o.layer_filter;
   bc.progress_thread = o.progress_thread;
   bc.poll_us = o.poll_us;
+  bc.report_sent = o.feedback != Feedback::none;
   return bc;
 }
 
@@ -190,6 +191,7 @@ struct Trainer::Impl {
   std::size_t P;
   std::unique_ptr<qc::Exchange<Exec>> compressed, dense;
   std::unique_ptr<qc::Bucketer<Exec>> bucketer;
+  std::unique_ptr<FeedbackState> feedback;  // --error-feedback (none: kind() == none)
   qm::EpochSampler sampler;
   std::size_t shard_steps = 0, steps_per_epoch = 0, total_steps = 0;
   std::unique_ptr<qm::Sgd> sgd;
@@ -233,6 +235,7 @@ struct Trainer::Impl {
     bucketer = std::make_unique<qc::Bucketer<Exec>>(*compressed, *dense, bucketer_config(o));
     for (const auto& t : model->tensors()) bucketer->add(t.size);
     bucketer->plan();
+    feedback = make_feedback();
 
     shard_steps = sampler.batches(o.batch);
     if (shard_steps == 0)
@@ -256,6 +259,49 @@ struct Trainer::Impl {
                    o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer->buckets().size());
   }
 
+  // Error feedback's state over the tensors of compressed buckets, with
+  // C = Q / B (B: the quantizer's second-moment bound at the bucket size, or
+  // at the largest compressed bucket when d = 0; 1 for the float codecs).
+  std::unique_ptr<FeedbackState> make_feedback() const {
+    const auto& ts = model->tensors();
+    std::vector<char> comp(ts.size());
+    std::vector<std::size_t> offs(ts.size()), sizes(ts.size());
+    std::uint64_t longest = 1;
+    for (std::size_t t = 0; t < ts.size(); ++t) {
+      const auto& b = bucketer->buckets()[bucketer->bucket_of(static_cast<std::uint32_t>(t))];
+      comp[t] = b.compressed ? 1 : 0;
+      offs[t] = ts[t].offset;
+      sizes[t] = ts[t].size;
+      if (b.compressed) longest = std::max(longest, b.length);
+    }
+    double bound = 1;
+    if (is_quantized(o.codec)) bound = qsgd::second_moment_bound(o.d > 0 ? o.d : longest, o.s);
+    const double scale = o.feedback == Feedback::ef_unscaled ? 1.0 : 1.0 / bound;
+    return std::make_unique<FeedbackState>(o.feedback, P, scale, std::move(comp), std::move(offs), std::move(sizes));
+  }
+
+  // Starts tensor t's exchange (push_inplace, or the vector error feedback exchanges).
+  void push(std::size_t t) {
+    const auto tid = static_cast<std::uint32_t>(t);
+    if (feedback->active(t))
+      bucketer->push(tid, feedback->before(t, model->store().grad_view(t)));
+    else
+      bucketer->push_inplace(tid, model->store().grad_view(t));
+  }
+
+  // Ends tensor t's exchange: the gradient the step uses, in place.
+  void wait(std::size_t t) {
+    const auto tid = static_cast<std::uint32_t>(t);
+    const auto grad = model->store().grad_view(t);
+    if (!feedback->active(t)) {
+      bucketer->wait(tid, grad);
+      return;
+    }
+    const auto sent = Kokkos::subview(feedback->sent_scratch(), Kokkos::make_pair<std::size_t>(0, grad.extent(0)));
+    bucketer->wait(tid, grad, sent);
+    feedback->after(t, grad, sent);
+  }
+
   // The checkpoint of --resume, loaded on every rank; when any rank cannot
   // load it, every rank throws CheckpointUnusable (the ranks agree first, so
   // none is left waiting in a collective).
@@ -263,7 +309,8 @@ struct Trainer::Impl {
     CheckpointState st;
     std::string why;
     try {
-      st = load_checkpoint(o.checkpoint, run_hash, P, static_cast<std::uint64_t>(K));
+      st = load_checkpoint(o.checkpoint, run_hash, P, static_cast<std::uint64_t>(K),
+                           static_cast<std::uint32_t>(o.feedback), static_cast<std::uint64_t>(rank));
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -281,6 +328,11 @@ struct Trainer::Impl {
     Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hm(const_cast<float*>(st.momentum.data()), P);
     Kokkos::deep_copy(model->store().params(), hp);
     Kokkos::deep_copy(sgd->momentum_buffer(), hm);
+    if (o.feedback != Feedback::none) {
+      using Host = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+      Kokkos::deep_copy(feedback->state(), Host(st.feedback_state.data(), P));
+      if (feedback->has_mean()) Kokkos::deep_copy(feedback->mean(), Host(st.feedback_mean.data(), P));
+    }
     step = st.step;
     start_epoch = st.epoch;
     start_in_epoch = st.step_in_epoch;
@@ -326,7 +378,7 @@ struct Trainer::Impl {
     model->set_grad_ready_hook([this, synthetic](std::size_t t) {
       if (o.overlap) {
         const auto t0 = Clock::now();
-        bucketer->push_inplace(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+        push(t);
         bucketer->progress();
         hook_s += seconds_since(t0);
       }
@@ -342,6 +394,7 @@ struct Trainer::Impl {
     const RankTotals mine{train_time, epoch_time, loss_sum, static_cast<std::uint64_t>(loss_n)};
     std::vector<RankTotals> all(rank == 0 ? static_cast<std::size_t>(K) : 0);
     comm.gather_bytes(&mine, sizeof mine, all.data(), 0, at("checkpoint totals gather", step));
+    std::vector<float> states = gather_feedback();
     if (rank == 0) {
       CheckpointState st;
       st.config_hash = run_hash;
@@ -354,9 +407,37 @@ struct Trainer::Impl {
       auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sgd->momentum_buffer());
       st.params.assign(hp.data(), hp.data() + P);
       st.momentum.assign(hm.data(), hm.data() + P);
+      st.feedback = static_cast<std::uint32_t>(o.feedback);
+      st.feedback_state = std::move(states);
+      if (feedback->has_mean()) {
+        auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), feedback->mean());
+        st.feedback_mean.assign(m.data(), m.data() + P);
+      }
       save_checkpoint(o.checkpoint, st);
     }
     comm.barrier(at("checkpoint barrier", step));
+  }
+
+  // Every rank's error feedback state, in rank order, on rank 0 (empty
+  // elsewhere, and without error feedback); gathered in pieces of at most
+  // 256 MiB per rank (MPI counts are ints).
+  std::vector<float> gather_feedback() {
+    std::vector<float> all;
+    if (o.feedback == Feedback::none) return all;
+    auto mine = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), feedback->state());
+    if (rank == 0) all.resize(P * static_cast<std::size_t>(K));
+    constexpr std::size_t piece = std::size_t(64) << 20;  // floats
+    std::vector<float> got(rank == 0 ? std::min(piece, P) * static_cast<std::size_t>(K) : 0);
+    for (std::size_t lo = 0; lo < P; lo += piece) {
+      const std::size_t len = std::min(piece, P - lo);
+      comm.gather_bytes(mine.data() + lo, static_cast<int>(4 * len), got.data(), 0,
+                        at("checkpoint error feedback gather", step));
+      if (rank == 0)
+        for (int r = 0; r < K; ++r)
+          std::copy_n(got.data() + static_cast<std::size_t>(r) * len, len,
+                      all.data() + static_cast<std::size_t>(r) * P + lo);
+    }
+    return all;
   }
 
   void check_replicas() {
@@ -422,10 +503,8 @@ struct Trainer::Impl {
     {
       qsgd::prof::Scope r("comm/wait");
       if (!o.overlap)
-        for (std::size_t t = 0; t < tensors.size(); ++t)
-          bucketer->push_inplace(static_cast<std::uint32_t>(t), model->store().grad_view(t));
-      for (std::size_t t = 0; t < tensors.size(); ++t)
-        bucketer->wait(static_cast<std::uint32_t>(t), model->store().grad_view(t));
+        for (std::size_t t = 0; t < tensors.size(); ++t) push(t);
+      for (std::size_t t = 0; t < tensors.size(); ++t) wait(t);
     }
     record_exchange(t_step);
     t0 = Clock::now();

@@ -75,6 +75,7 @@ struct Op {
 
   Kokkos::View<const float*, Mem> grad;
   Kokkos::View<float*, Mem> out;
+  Kokkos::View<float*, Mem> sent;  // error feedback: this rank's decoded contribution (empty: not asked for)
   std::uint64_t n = 0, step = 0;
   std::uint32_t tensor = 0;
 
@@ -144,12 +145,21 @@ class ExchangeBase : public Exchange<ExecSpace>,
     stage_reductions_ = !comm.is_serial() && !host_ok;
   }
 
-  Handle start(const const_values_view& grad, const values_view& out, std::uint32_t tensor,
-               std::uint64_t step) override {
+  Handle start(const const_values_view& grad, const values_view& out, std::uint32_t tensor, std::uint64_t step,
+               const values_view& sent = values_view()) override {
     const std::uint64_t n = grad.extent(0);
     if (out.extent(0) < n) {
       fail_plain(step, tensor, Errc::invalid_argument, exit_exchange_error,
                  "output View has " + std::to_string(out.extent(0)) + " elements, gradient has " + std::to_string(n));
+    }
+    if (sent.extent(0) != 0) {
+      if (!reports_sent())
+        fail_plain(step, tensor, Errc::invalid_argument, exit_exchange_error,
+                   name_ + " has no per-rank contribution to report for error feedback (its sums round on the way)");
+      if (sent.extent(0) < n || sent.data() == grad.data() || sent.data() == out.data())
+        fail_plain(step, tensor, Errc::invalid_argument, exit_exchange_error,
+                   "error feedback View has " + std::to_string(sent.extent(0)) + " elements (gradient " +
+                       std::to_string(n) + ") or aliases the gradient or the output");
     }
     std::uint32_t slot = 0;
     while (slot < slots_.size() && slots_[slot]->active) ++slot;
@@ -172,6 +182,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
     op.poll_error.clear();
     op.grad = grad;
     op.out = out;
+    op.sent = sent;
     op.n = n;
     op.step = step;
     op.tensor = tensor;
@@ -254,6 +265,8 @@ class ExchangeBase : public Exchange<ExecSpace>,
  protected:
   // Local work of the first phase; posts the first requests (or finishes).
   virtual void begin(OpT& op) = 0;
+  // Whether the strategy can give start()'s `sent` (error feedback).
+  virtual bool reports_sent() const { return true; }
   // Called once the op's requests have completed; runs the next phase and
   // posts its requests. Returns true when the result is in op.out.
   virtual bool next(OpT& op) = 0;
@@ -318,13 +331,33 @@ class ExchangeBase : public Exchange<ExecSpace>,
       t0 = Clock::now();
       const std::size_t bytes = codec_.encode(q_, out);
       encode_s += seconds_since(t0);
+      if (!requant) record_sent(op, index_offset, n, out, bytes);
       return bytes;
     }
     const auto t0 = Clock::now();
     const std::size_t bytes = codec_.encode(v, n, k, out, index_offset);
     encode_s += seconds_since(t0);
     if (c == CodecKind::fixed) op.stats.fused_quantize = true;
+    if (!requant) record_sent(op, index_offset, n, out, bytes);
     return bytes;
+  }
+
+  // Error feedback (start()'s `sent`): op.sent[lo, lo + len) = what this
+  // rank's first-stage message of that slice decodes to. Decoding the message
+  // itself is the one rule for every codec and strategy; its time is booked
+  // as encode_s (docs/traces.md).
+  void record_sent(OpT& op, std::uint64_t lo, std::uint64_t len, const words_view& msg, std::size_t bytes) {
+    if (op.sent.extent(0) == 0) return;
+    const auto t0 = Clock::now();
+    Expect e;
+    e.n = len;
+    try {
+      codec_.decode(msg, bytes, Kokkos::subview(op.sent, Kokkos::make_pair(lo, lo + len)), e);
+    } catch (const Error& err) {
+      fail(op, rank(), err);
+    }
+    exec_.fence();
+    op.stats.encode_s += seconds_since(t0);
   }
 
   // ---- slices of one quantization -------------------------------------------
@@ -380,6 +413,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
     const auto t0 = Clock::now();
     const std::size_t bytes = codec_.encode(qc, out);
     op.stats.encode_s += seconds_since(t0);
+    record_sent(op, lo, len, out, bytes);
     return bytes;
   }
 

@@ -58,6 +58,9 @@ struct BucketerConfig {
   std::uint64_t layer_filter = 10000;                // fewer elements than this: dense exchange
   bool progress_thread = false;                      // see "Progress" above
   unsigned poll_us = 100;                            // polling period of the progress thread
+  // Error feedback: compressed buckets also keep what this rank's own
+  // contribution decoded to (Exchange::start's `sent`), for wait(t, out, sent).
+  bool report_sent = false;
 };
 
 // Sums over the operations a step completed (both exchanges), for traces.
@@ -90,6 +93,7 @@ class Bucketer {
     std::uint64_t length = 0;            // elements, padding included
     values_view buffer;                  // fusion buffer; averaged in place
     values_view data;                    // this step's data: the buffer, or the tensor itself (push_inplace)
+    values_view sent;                    // report_sent, compressed buckets: this rank's decoded contribution
     Handle handle;
     std::uint32_t pushed = 0;
     bool started = false;
@@ -121,6 +125,10 @@ class Bucketer {
   void progress();
   // Completes the tensor's bucket if needed and copies its average into out.
   void wait(std::uint32_t tensor, const values_view& out);
+  // The same, and copies into `sent` what this rank's contribution of the
+  // tensor decoded to (error feedback; report_sent and a compressed tensor,
+  // else Errc::invalid_argument).
+  void wait(std::uint32_t tensor, const values_view& out, const values_view& sent);
   // Completes every started bucket.
   void wait_all();
 

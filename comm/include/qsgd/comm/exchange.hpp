@@ -235,8 +235,15 @@ class Exchange {
   // Starts averaging grad[0, n) over all ranks into out[0, n), n =
   // grad.extent(0); out may be the same View as grad. `tensor` and `step`
   // key the random rounding and name the operation in error messages.
+  // Error feedback: when `sent` is not empty (at least n elements, not
+  // aliasing grad or out), the operation also writes there what this rank's
+  // own contribution decodes to, C(grad): the decoded first-stage message(s)
+  // (every quantized or float codec; the second stage's requantization is not
+  // this rank's and is not included), grad itself for the exact fp32
+  // allreduce. allreduce16 has no per-rank contribution (its sums round on
+  // the way) and refuses a `sent` (Errc::invalid_argument).
   virtual Handle start(const const_values_view& grad, const values_view& out, std::uint32_t tensor,
-                       std::uint64_t step) = 0;
+                       std::uint64_t step, const values_view& sent = values_view()) = 0;
   // Advances the operation; true once its result is in `out` (then call wait()).
   virtual bool test(Handle h) = 0;
   // Completes the operation and releases its handle.

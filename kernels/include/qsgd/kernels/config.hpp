@@ -2,6 +2,7 @@
 // Configuration types shared by every kernel: which quantizer, which code,
 // which scaling, and the key of the counter-based random stream.
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -77,6 +78,17 @@ void validate(const CodecConfig& cfg);
 // Bucket size actually used for a vector of n elements.
 inline std::uint64_t effective_bucket(const CodecConfig& cfg, std::uint64_t n) {
   return cfg.d == 0 ? (n == 0 ? 1 : n) : cfg.d;
+}
+
+// B = 1 + min(d/s^2, sqrt(d)/s), the second-moment bound of Q_s on a bucket
+// of d coordinates (spec section 1): E||Q_s(v)||^2 <= B ||v||^2. It holds for
+// the max norm too (its scale is at most the L2 one). Q_s / B is a
+// contraction, E||Q_s(v)/B - v||^2 <= (1 - 1/B) ||v||^2: the compressor
+// error feedback needs.
+inline double second_moment_bound(std::uint64_t d, std::uint32_t s) {
+  const double dd = static_cast<double>(d), sd = static_cast<double>(s);
+  const double a = dd / (sd * sd), b = std::sqrt(dd) / sd;
+  return 1.0 + (a < b ? a : b);
 }
 
 }  // namespace qsgd

@@ -10,6 +10,7 @@
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/kernels/config.hpp"
 #include "qsgd/models/sgd.hpp"
+#include "qsgd/train/feedback.hpp"
 
 namespace qsgd::train {
 
@@ -54,6 +55,7 @@ struct Options {
   std::size_t fusion_mb = 8;
   std::uint64_t layer_filter = 10000;
   bool overlap = true;
+  Feedback feedback = Feedback::none;  // --error-feedback (feedback.hpp); lossy compressed strategies only
   comm::Transport transport = comm::Transport::ring;
   std::size_t segment_kb = 4096;      // ring pipeline segment
   std::uint32_t window = 8;           // ring receives in flight
