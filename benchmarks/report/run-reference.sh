@@ -21,11 +21,14 @@
 #     algorithms      the theory experiments of docs/algorithms.md (run_experiments.sh) (~2 min)
 #     accuracy        accuracy parity on Fashion-MNIST, K = 4, fp32 against 8-, 4- and 2-bit
 #                     QSGD, MLP and CNN (accuracy-experiment.sh) (~1 h; timings not reported)
+#     feedback        error feedback's accuracy on Fashion-MNIST, K = 4, MLP 784-1024-1024-10,
+#                     3 epochs, fp32 against s = 4 and s = 1 QSGD without and with each error
+#                     feedback, 3 seeds each (accuracy-experiment.sh) (~12 min; timings not reported)
 #     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
 #                     then its validation table (~25 min)
-#   (default: all but tta and accuracy)
+#   (default: all but tta, accuracy and feedback)
 # Needs root (network namespaces), the release build and PyTorch
 # (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
 # the numbers are timings.
@@ -118,6 +121,10 @@ for t in "${tables[@]}"; do
     accuracy)
       fresh "$t"
       benchmarks/scaling/accuracy-experiment.sh "$ref/$t" ;;
+    feedback)
+      fresh "$t"
+      benchmarks/scaling/accuracy-experiment.sh --out "$ref/$t" --models mlp --mlp-widths 784,1024,1024,10 \
+        --epochs 3 --configs fp32,2,2+ef,2+ef21,s1,s1+ef,s1+ef-unscaled,s1+ef21 --seeds 1,2,3 ;;
     model)
       benchmarks/model/measure.sh "$ref/$t"   # writes its own COMMAND and machine.json
       benchmarks/model/qsgd-model validate "$ref/$t" > "$ref/$t/validation.txt" ;;

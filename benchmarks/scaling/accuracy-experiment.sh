@@ -3,36 +3,93 @@
 # and 2-bit QSGD (paper convention s = 2^bits, d = 512, max norm; fixed-width
 # code, allgather), same epochs, seeds and hyper-parameters per model.
 #
-#   accuracy-experiment.sh [OUT_DIR] [BUILD_DIR]
-# Writes one trace per run and OUT_DIR/summary.txt; re-running skips runs
-# whose complete trace exists.
+#   accuracy-experiment.sh [options] [OUT_DIR [BUILD_DIR]]
+#     --out DIR        traces and summary.txt (default results/accuracy-<UTC time>)
+#     --build DIR      build tree with benchmarks/qsgd-train (default build/release)
+#     --models LIST    mlp, cnn (default mlp,cnn)
+#     --configs LIST   fp32; B (QSGD, s = 2^B); sN (QSGD, s = N levels); a QSGD
+#                      configuration with +ef, +ef-unscaled or +ef21 (2+ef, s1+ef21)
+#                      runs with that error feedback (default fp32,8,4,2)
+#     --seeds LIST     seeds of every configuration (default 1)
+#     --mlp-widths W   the MLP's widths (default 784,4096,4096,10)
+#     --epochs N       epochs of every model (default: MLP 3, CNN 5)
+# Traces are <model>-K4-<config>.h5 (seed 1) or <model>-K4-<config>-seed<N>.h5;
+# re-running skips runs whose complete trace exists (an incomplete one is
+# moved aside), so a long campaign resumes where it stopped.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-out="${1:-$root/results/accuracy-$(date -u +%Y%m%d-%H%M%S)}"
-build="${2:-$root/build/release}"
+out="" build="$root/build/release" models="mlp,cnn" configs="fp32,8,4,2" seeds="1" widths="784,4096,4096,10"
+epochs=""
+pos=()
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out|--build|--models|--configs|--seeds|--mlp-widths|--epochs)
+      [ $# -ge 2 ] || { echo "accuracy-experiment: $1 needs a value" >&2; exit 2; }
+      case "$1" in
+        --out) out="$2" ;; --build) build="$2" ;; --models) models="$2" ;; --configs) configs="$2" ;;
+        --seeds) seeds="$2" ;; --mlp-widths) widths="$2" ;; --epochs) epochs="$2" ;;
+      esac
+      shift 2 ;;
+    -h|--help) usage ;;
+    -*) echo "accuracy-experiment: unknown option '$1'" >&2; usage ;;
+    *) pos+=("$1"); shift ;;
+  esac
+done
+[ ${#pos[@]} -le 2 ] || usage
+[ ${#pos[@]} -lt 1 ] || out="${pos[0]}"
+[ ${#pos[@]} -lt 2 ] || build="${pos[1]}"
+[ -n "$out" ] || out="$root/results/accuracy-$(date -u +%Y%m%d-%H%M%S)"
 train="$build/benchmarks/qsgd-train"
 [ -x "$train" ] || { echo "accuracy-experiment: $train not found (cmake --preset release && cmake --build --preset release)" >&2; exit 1; }
+
+# Every configuration's qsgd-train options, checked before anything runs.
+declare -A cfg_args=()
+IFS=, read -r -a clist <<< "$configs"
+for cfg in "${clist[@]}"; do
+  base="${cfg%%+*}" fb=()
+  if [ "$base" != "$cfg" ]; then
+    case "${cfg#*+}" in
+      ef|ef-unscaled|ef21) fb=(--error-feedback "${cfg#*+}") ;;
+      *) echo "accuracy-experiment: '$cfg': error feedback is +ef, +ef-unscaled or +ef21" >&2; exit 2 ;;
+    esac
+  fi
+  case "$base" in
+    fp32) [ ${#fb[@]} -eq 0 ] || { echo "accuracy-experiment: fp32 has nothing to feed back" >&2; exit 2; }
+          q=(--strategy allreduce --codec fp32) ;;
+    [0-9]|[0-9][0-9]) q=(--strategy allgather --codec fixed --bits "$base" --d 512 --norm max) ;;
+    s[0-9]*) q=(--strategy allgather --codec fixed --s "${base#s}" --d 512 --norm max) ;;
+    *) echo "accuracy-experiment: unknown configuration '$cfg' (fp32, B, sN, with +ef...)" >&2; exit 2 ;;
+  esac
+  cfg_args[$cfg]="${q[*]} ${fb[*]}"
+done
+
 mkdir -p "$out"
 . "$root/scripts/openmpi-env.sh"
 K=4
 declare -A hyper=(
-  [mlp]="--model mlp --epochs 3 --lr 0.02 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"
-  [cnn]="--model cnn --epochs 5 --lr 0.05 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"
+  [mlp]="--model mlp --mlp-widths $widths --epochs ${epochs:-3} --lr 0.02 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"
+  [cnn]="--model cnn --epochs ${epochs:-5} --lr 0.05 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"
 )
-for model in mlp cnn; do
-  for cfg in fp32 8 4 2; do
-    if [ "$cfg" = fp32 ]; then name=fp32; xargs=(--strategy allreduce --codec fp32)
-    else name="${cfg}bit"; xargs=(--strategy allgather --codec fixed --bits "$cfg" --d 512 --norm max); fi
-    t="$out/$model-K$K-$name.h5"
-    if [ -f "$t" ] && h5dump -a /complete "$t" 2>/dev/null | grep -q '"true"'; then
-      echo "skip $model $name"; continue
-    fi
-    [ -e "$t" ] && mv "$t" "$t.failed-$(date -u +%Y%m%d-%H%M%S)"
-    echo "== $model $name"
-    # shellcheck disable=SC2086
-    mpirun -np $K --oversubscribe --bind-to none "$train" ${hyper[$model]} "${xargs[@]}" --seed 1 --quiet \
-      --trace "$t" --label "accuracy experiment" 2>&1 | tail -n 3
+IFS=, read -r -a mlist <<< "$models"
+IFS=, read -r -a seedlist <<< "$seeds"
+for model in "${mlist[@]}"; do
+  [ -n "${hyper[$model]:-}" ] || { echo "accuracy-experiment: unknown model '$model' (mlp, cnn)" >&2; exit 2; }
+  for cfg in "${clist[@]}"; do
+    for seed in "${seedlist[@]}"; do
+      case "$cfg" in fp32|s*) name="$cfg" ;; *) name="${cfg/+/bit+}"; [[ "$name" == *bit* ]] || name="${cfg}bit" ;; esac
+      [ "$seed" = 1 ] || name="$name-seed$seed"
+      t="$out/$model-K$K-$name.h5"
+      if [ -f "$t" ] && h5dump -a /complete "$t" 2>/dev/null | grep -q '"true"'; then
+        echo "skip $model $name"; continue
+      fi
+      [ -e "$t" ] && mv "$t" "$t.failed-$(date -u +%Y%m%d-%H%M%S)"
+      echo "== $model $name"
+      # shellcheck disable=SC2086
+      mpirun -np $K --oversubscribe --bind-to none "$train" ${hyper[$model]} ${cfg_args[$cfg]} --seed "$seed" --quiet \
+        --trace "$t" --label "accuracy experiment" 2>&1 | tail -n 3
+    done
   done
 done
 /usr/bin/python3 "$here/qsgd-summary" "$out" | tee "$out/summary.txt"
