@@ -1,15 +1,18 @@
 // Checkpoint reader harness (train/include/qsgd/train/checkpoint.hpp). Contract:
 // load_checkpoint returns the state or throws std::runtime_error whose
 // message names the file; it allocates only after the file's size matched
-// the parameter and rank counts (so in proportion to the file); a state it
-// returns is what the file holds, and saving it again writes the same file
-// (the reserved word, which the reader ignores, comes back as zero).
+// the parameter, rank and error feedback expectations (so in proportion to
+// the file); a state it returns is what the file holds (with error
+// feedback: the expected rank's state and ef21's mean), and saving a state
+// without error feedback again writes the same file.
 //
 // Input: u8 mode, then the file. Mode bit 0 re-seals the trailing CRC32C so
 // that mutations reach the fields behind it; bit 1 makes the run expect a
 // fixed configuration hash, parameter count and rank count (those of the
 // seeds), else the ones the file states, so that both the mismatch checks
-// and the size and allocation logic after them are reached.
+// and the size and allocation logic after them are reached; bit 2 makes it
+// expect the error feedback the file states (bits 4-7 pick the rank), else
+// none.
 
 #include <algorithm>
 #include <cstdint>
@@ -27,8 +30,8 @@ namespace {
 
 using namespace qsgd_fuzz;
 
-// checkpoint.hpp: magic, version, ranks, five u64, flags, reserved; then
-// 32 bytes per rank.
+// checkpoint.hpp: magic, version, ranks, five u64, flags, error feedback;
+// then 32 bytes per rank.
 constexpr std::size_t head = 8 + 4 + 4 + 5 * 8 + 4 + 4;
 constexpr std::size_t rank_bytes = 32;
 // A model's size as the trainer passes it: the largest reference model has
@@ -73,10 +76,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     expect_n = std::min(u64_at(b, 48), max_expected_n);
     expect_ranks = std::clamp<std::uint64_t>(u32_at(b, 12), 1, max_expected_ranks);
   }
+  const std::uint32_t expect_fb = (mode & 4) ? std::min<std::uint32_t>(u32_at(b, 60), 3) : 0;
+  const std::uint64_t rank = (mode >> 4) % expect_ranks;
+  // The feedback section (every rank's n floats, ef21's mean) must stay
+  // within what a run could hold: the harness lowers n, as a trainer would
+  // never pass more.
+  if (expect_fb != 0) expect_n = std::min(expect_n, max_expected_n / (expect_ranks + 1));
 
   qsgd::train::CheckpointState st;
   try {
-    st = qsgd::train::load_checkpoint(file.path(), expect_hash, expect_n, expect_ranks);
+    st = qsgd::train::load_checkpoint(file.path(), expect_hash, expect_n, expect_ranks, expect_fb, rank);
   } catch (const std::runtime_error& e) {
     QSGD_FUZZ_CHECK(std::string(e.what()).find(file.path()) != std::string::npos, "checkpoint.error-names-file",
                     "the message does not name the file: " << e.what());
@@ -87,7 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // Accepted: the state is the file's content.
   const std::size_t body = head + rank_bytes * expect_ranks;
-  QSGD_FUZZ_CHECK(b.size() == body + 8 * expect_n + 4, "checkpoint.accepted-size",
+  const std::size_t fb_bytes = expect_fb == 0 ? 0 : 4 * expect_n * (expect_ranks + (expect_fb == 3 ? 1 : 0));
+  QSGD_FUZZ_CHECK(b.size() == body + 8 * expect_n + fb_bytes + 4, "checkpoint.accepted-size",
                   "accepted a " << b.size() << "-byte file for " << expect_n << " parameters and " << expect_ranks
                                 << " ranks");
   QSGD_FUZZ_CHECK(st.config_hash == expect_hash && st.params.size() == expect_n && st.momentum.size() == expect_n &&
@@ -107,16 +117,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   QSGD_FUZZ_CHECK(expect_n == 0 || (std::memcmp(st.params.data(), b.data() + body, 4 * expect_n) == 0 &&
                                     std::memcmp(st.momentum.data(), b.data() + body + 4 * expect_n, 4 * expect_n) == 0),
                   "checkpoint.accepted-fields", "parameters or momentum differ from the file's");
+  const std::size_t fb_at = body + 8 * expect_n;
+  QSGD_FUZZ_CHECK(st.feedback == expect_fb &&
+                      st.feedback_state.size() == (expect_fb != 0 && expect_n > 0 ? expect_n : 0) &&
+                      st.feedback_mean.size() == (expect_fb == 3 && expect_n > 0 ? expect_n : 0),
+                  "checkpoint.accepted-fields", "the error feedback state's kind or sizes differ from the file's");
+  QSGD_FUZZ_CHECK(st.feedback_state.empty() ||
+                      std::memcmp(st.feedback_state.data(), b.data() + fb_at + 4 * expect_n * rank, 4 * expect_n) == 0,
+                  "checkpoint.accepted-fields", "rank " << rank << "'s error feedback state differs from the file's");
+  QSGD_FUZZ_CHECK(st.feedback_mean.empty() ||
+                      std::memcmp(st.feedback_mean.data(), b.data() + fb_at + 4 * expect_n * expect_ranks,
+                                  4 * expect_n) == 0,
+                  "checkpoint.accepted-fields", "ef21's mean differs from the file's");
+  if (expect_fb != 0) return 0;  // a loaded state holds one rank's feedback: not a whole file to save
 
-  // Saving the state writes the file back (with the reserved word zero).
+  // Saving the state writes the file back.
   try {
     qsgd::train::save_checkpoint(again.path(), st);
   } catch (const std::exception& e) {
     violation("checkpoint.resave", std::string("saving a loaded state failed: ") + e.what());
   }
-  std::vector<std::uint8_t> canonical = b;
-  std::fill(canonical.begin() + 60, canonical.begin() + 64, std::uint8_t(0));
-  put_crc(canonical);
-  QSGD_FUZZ_CHECK(again.read() == canonical, "checkpoint.resave", "saving the loaded state wrote another file");
+  QSGD_FUZZ_CHECK(again.read() == b, "checkpoint.resave", "saving the loaded state wrote another file");
   return 0;
 }

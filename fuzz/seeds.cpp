@@ -220,6 +220,17 @@ void checkpoint_seeds(const std::string& root, const std::string& scratch) {
       if (!fixed && (mode & 2)) continue;
       out.write("n" + std::to_string(n) + "-mode" + std::to_string(mode), mode, b);
     }
+    if (n != 17) continue;
+    // The same run with error feedback: ef (every rank's residual) and ef21
+    // (and the ranks' mean), read as rank 1 (mode bits 4-7) with mode bit 2.
+    for (std::uint32_t fb : {1u, 3u}) {
+      st.feedback = fb;
+      st.feedback_state.clear();
+      for (std::uint64_t i = 0; i < ranks * n; ++i) st.feedback_state.push_back(0.125f * static_cast<float>(i) - 3.0f);
+      st.feedback_mean.assign(fb == 3 ? n : 0, 0.75f);
+      qsgd::train::save_checkpoint(scratch, st);
+      out.write("n17-feedback" + std::to_string(fb), std::uint8_t(4 | 1 << 4), read_file(scratch));
+    }
   }
   std::remove(scratch.c_str());
 }
