@@ -117,6 +117,7 @@ faults:
 }
 
 Options parse_checked(int argc, char** argv);
+void check_together(Options& o, bool bits_given);
 
 Options parse(int argc, char** argv) {
   try {
@@ -217,6 +218,13 @@ Options parse_checked(int argc, char** argv) {
     }
     else bad("unknown option '" + a + "' (qsgd-train --help lists them)");
   }
+  check_together(o, bits_given);
+  return o;
+}
+
+// The rules between options, once every option is read; completes the
+// fields that follow from others (the codec a strategy uses, the naming).
+void check_together(Options& o, bool bits_given) {
   if (o.model == ModelKind::lstm && o.dataset == DatasetKind::fashion_mnist) o.dataset = DatasetKind::corpus;
   if ((o.model == ModelKind::lstm) != (o.dataset == DatasetKind::corpus))
     bad("the corpus dataset goes with the lstm model only");
@@ -248,7 +256,6 @@ Options parse_checked(int argc, char** argv) {
   c.d = o.d;
   c.norm = o.norm;
   validate(c);
-  return o;
 }
 
 comm::ExchangeConfig Options::exchange_config() const {
