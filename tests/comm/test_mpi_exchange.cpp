@@ -247,6 +247,22 @@ TEST(Exchange, OneRankBlocksOnNothing) {
   }
 }
 
+// The scales shared-scale agrees on for the test gradients of K ranks: bucket
+// by bucket, the largest of the ranks' scales.
+Values agreed_scales(std::uint64_t seed, int K, std::uint64_t n, std::uint64_t d, Norm norm) {
+  const std::uint64_t nb = (n + d - 1) / d;
+  Values mine("mine", nb), agreed("agreed", nb);
+  std::vector<float> best(nb, 0.0f);
+  for (int r = 0; r < K; ++r) {
+    qsgd::compute_scales(Exec(), to_device(gradient(seed, r, n)), n, static_cast<std::uint32_t>(d), norm, mine,
+                         "test");
+    const auto h = to_host(mine, nb);
+    for (std::uint64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], h[b]);
+  }
+  Kokkos::deep_copy(agreed, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(best.data(), nb));
+  return agreed;
+}
+
 // shared-scale against a model built from the kernels: every rank rebuilds
 // every rank's levels against the agreed scales (the largest of any rank's,
 // bucket by bucket) with the exchange's keys, sums them as integers, and
@@ -267,15 +283,8 @@ TEST(Exchange, SharedScaleSumsEveryRanksLevelsAgainstTheAgreedScales) {
     const auto out = run(*ex, gradient(seed, me, n), tensor, step);
     const std::uint64_t d = c.d == 0 ? n : c.d, nb = (n + d - 1) / d;
     std::vector<Values> g;
-    Kokkos::View<float*, Mem> agreed("agreed", nb), mine("mine", nb);
-    std::vector<float> best(nb, 0.0f);
-    for (int r = 0; r < K; ++r) {
-      g.push_back(to_device(gradient(seed, r, n)));
-      qsgd::compute_scales(exec, g.back(), n, static_cast<std::uint32_t>(d), c.norm, mine, "test");
-      const auto h = to_host(mine, nb);
-      for (std::uint64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], h[b]);
-    }
-    Kokkos::deep_copy(agreed, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(best.data(), nb));
+    for (int r = 0; r < K; ++r) g.push_back(to_device(gradient(seed, r, n)));
+    const Values agreed = agreed_scales(seed, K, n, d, c.norm);
     qsgd::Quantized<Mem> q, sum;
     sum.reshape(n, static_cast<std::uint32_t>(d), c.s * static_cast<std::uint32_t>(K), c.norm,
                 qsgd::QuantizerKind::stochastic);
@@ -343,17 +352,8 @@ TEST(Exchange, SentIsThisRanksDecodedContribution) {
     const CodecConfig c = codec(CodecKind::fixed, 16, 512);
     auto ex = make_exchange(config(StrategyKind::shared_scale, c, seed), comm);
     const auto sent = sent_of(*ex);
-    const std::uint64_t nb = (n + 511) / 512;
-    Kokkos::View<float*, Mem> scales("scales", nb), agreed("agreed", nb);
-    std::vector<float> best(nb, 0.0f);
-    for (int r = 0; r < K; ++r) {
-      qsgd::compute_scales(exec, to_device(gradient(seed, r, n)), n, 512, c.norm, scales, "test");
-      const auto h = to_host(scales, nb);
-      for (std::uint64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], h[b]);
-    }
-    Kokkos::deep_copy(agreed, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(best.data(), nb));
     qsgd::Quantized<Mem> q;
-    qsgd::quantize_with_scales(exec, c, to_device(mine), n, agreed,
+    qsgd::quantize_with_scales(exec, c, to_device(mine), n, agreed_scales(seed, K, n, 512, c.norm),
                                qsgd::RngKey{seed, step, static_cast<std::uint32_t>(me), tensor}, q);
     Values ref("ref", n);
     qsgd::dequantize(exec, q, ref);
