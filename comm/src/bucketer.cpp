@@ -320,11 +320,17 @@ void Bucketer<E>::finish(Bucket& b) {
 
 template <class E>
 void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out) {
-  wait(tensor, out, values_view());
+  finish_tensor(tensor, out, false);
 }
 
 template <class E>
-void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out, const values_view& sent) {
+typename Bucketer<E>::values_view Bucketer<E>::wait_sent(std::uint32_t tensor, const values_view& out) {
+  return finish_tensor(tensor, out, true);
+}
+
+template <class E>
+typename Bucketer<E>::values_view Bucketer<E>::finish_tensor(std::uint32_t tensor, const values_view& out,
+                                                             bool want_sent) {
   auto lock = guard(poller_);
   if (tensor >= sizes_.size())
     throw Error(Errc::invalid_argument, "Bucketer: unknown tensor " + std::to_string(tensor));
@@ -332,18 +338,16 @@ void Bucketer<E>::wait(std::uint32_t tensor, const values_view& out, const value
   if (!b.started)
     throw Error(Errc::invalid_argument, "Bucketer: the bucket of tensor " + std::to_string(tensor) +
                                             " has not started (a tensor of it was not pushed this step)");
-  if (sent.extent(0) != 0 && b.sent.extent(0) == 0)
+  if (want_sent && b.sent.extent(0) == 0)
     throw Error(Errc::invalid_argument, "Bucketer: tensor " + std::to_string(tensor) +
                                             " has no sent values (a dense tensor, or report_sent is off)");
   finish(b);
   const std::uint64_t off = b.offsets[index_in_bucket_[tensor]];
   const auto mine = Kokkos::make_pair(off, off + sizes_[tensor]);
-  if (sent.extent(0) != 0)
-    Kokkos::deep_copy(Kokkos::subview(sent, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
-                      Kokkos::subview(b.sent, mine));
-  if (b.data.data() == out.data() && off == 0) return;  // averaged in place (push_inplace)
-  Kokkos::deep_copy(Kokkos::subview(out, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
-                    Kokkos::subview(b.data, mine));
+  if (b.data.data() != out.data() || off != 0)  // else averaged in place (push_inplace)
+    Kokkos::deep_copy(Kokkos::subview(out, Kokkos::make_pair<std::uint64_t>(0, sizes_[tensor])),
+                      Kokkos::subview(b.data, mine));
+  return want_sent ? values_view(Kokkos::subview(b.sent, mine)) : values_view();
 }
 
 template <class E>

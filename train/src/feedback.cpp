@@ -1,6 +1,5 @@
 #include "qsgd/train/feedback.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -34,10 +33,6 @@ FeedbackState::FeedbackState(Feedback kind, std::size_t n, double scale, std::ve
   if (kind_ == Feedback::none) return;
   state_ = View("qsgd::train::feedback_state", n);  // zero: no residual, no estimate yet
   if (kind_ == Feedback::ef21) mean_ = View("qsgd::train::feedback_mean", n);
-  std::size_t largest = 0;
-  for (std::size_t t = 0; t < sizes_.size(); ++t)
-    if (compressed_[t]) largest = std::max(largest, sizes_[t]);
-  scratch_ = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::train::feedback_sent"), largest);
 }
 
 FeedbackState::View FeedbackState::slice(const View& v, std::size_t t) const {

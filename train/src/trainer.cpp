@@ -297,9 +297,7 @@ struct Trainer::Impl {
       bucketer->wait(tid, grad);
       return;
     }
-    const auto sent = Kokkos::subview(feedback->sent_scratch(), Kokkos::make_pair<std::size_t>(0, grad.extent(0)));
-    bucketer->wait(tid, grad, sent);
-    feedback->after(t, grad, sent);
+    feedback->after(t, grad, bucketer->wait_sent(tid, grad));
   }
 
   // The checkpoint of --resume, loaded on every rank; when any rank cannot

@@ -125,10 +125,11 @@ class Bucketer {
   void progress();
   // Completes the tensor's bucket if needed and copies its average into out.
   void wait(std::uint32_t tensor, const values_view& out);
-  // The same, and copies into `sent` what this rank's contribution of the
-  // tensor decoded to (error feedback; report_sent and a compressed tensor,
-  // else Errc::invalid_argument).
-  void wait(std::uint32_t tensor, const values_view& out, const values_view& sent);
+  // The same, and returns what this rank's contribution of the tensor
+  // decoded to (error feedback; report_sent and a compressed tensor, else
+  // Errc::invalid_argument): a view into the bucket's buffer, valid until
+  // the bucket starts again.
+  values_view wait_sent(std::uint32_t tensor, const values_view& out);
   // Completes every started bucket.
   void wait_all();
 
@@ -143,6 +144,7 @@ class Bucketer {
  private:
   Exchange<ExecSpace>& exchange_for(const Bucket& b) { return b.compressed ? compressed_ : dense_; }
   void finish(Bucket& b);
+  values_view finish_tensor(std::uint32_t tensor, const values_view& out, bool want_sent);
   Bucket& check_push(std::uint32_t tensor, std::uint64_t n);
   void copy_in(Bucket& b, std::uint32_t tensor, const const_values_view& grad);
   void start_bucket(Bucket& b, const values_view& data);

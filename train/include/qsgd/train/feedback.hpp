@@ -46,8 +46,6 @@ class FeedbackState {
   // After it: out is the exchange's average (in the gradient), sent this
   // rank's decoded contribution; leaves the gradient the step uses in `grad`.
   void after(std::size_t t, const View& grad, const View& sent);
-  // Scratch for `sent`, as long as the largest tensor.
-  View sent_scratch() const { return scratch_; }
 
   // Checkpoints: this rank's state (e or h), and the ranks' shared mean m
   // (ef21; empty otherwise).
@@ -62,7 +60,7 @@ class FeedbackState {
   float scale_;
   std::vector<char> compressed_;
   std::vector<std::size_t> offsets_, sizes_;
-  View state_, mean_, scratch_;
+  View state_, mean_;
 };
 
 }  // namespace qsgd::train
