@@ -9,16 +9,6 @@
 
 namespace qsgd::algorithms {
 
-std::string to_string(Feedback f) {
-  switch (f) {
-    case Feedback::none: return "none";
-    case Feedback::ef_unscaled: return "ef-unscaled";
-    case Feedback::ef: return "ef";
-    case Feedback::ef21: return "ef21";
-  }
-  return "feedback#" + std::to_string(static_cast<int>(f));
-}
-
 std::size_t sample_index(const Shard& s, std::uint64_t seed, std::uint64_t step, int worker, int k) {
   const std::uint64_t h =
       hash_key(seed ^ 0x5a3b1e0fcafeull, step, static_cast<std::uint64_t>(worker), static_cast<std::uint64_t>(k));
@@ -33,9 +23,9 @@ RunResult run_qsgd(const Problem& p, const QsgdConfig& cfg) {
   for (int w = 0; w < cfg.workers; ++w) shards.push_back(p.shard(w, cfg.workers));
 
   const Feedback fb = cfg.wire.quantized() ? cfg.feedback : Feedback::none;
-  // C = Q_s / B (ef, ef21) or Q_s (ef_unscaled): see Feedback.
+  // C = Q_s / B (ef, ef21) or Q_s (ef_unscaled): qsgd/kernels/feedback.hpp.
   const std::size_t d = cfg.wire.d == 0 ? n : cfg.wire.d;
-  const double c_scale = fb == Feedback::ef || fb == Feedback::ef21 ? 1.0 / second_moment_blowup(d, ch.levels()) : 1.0;
+  const double c_scale = feedback_scale(fb, second_moment_blowup(d, ch.levels()));
   // ef: residuals e_i; ef21: states h_i and their mean.
   std::vector<Vec> state(fb == Feedback::none ? 0 : static_cast<std::size_t>(cfg.workers), Vec(n, 0.0));
   Vec h_mean(n, 0.0), c(n);

@@ -60,7 +60,7 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
       {{"--profile-steps", "3"}, "--profile-steps needs A:B (global steps A to B - 1), got '3'"},
       {{"--profile-steps", "4:2"}, "--profile-steps A:B needs A < B, got '4:2'"},
       {{"--profile-steps", "1:x"}, "--profile-steps needs a non-negative integer, got 'x'"},
-      {{"--error-feedback", "yes"}, "--error-feedback must be none, ef, ef-unscaled or ef21, got 'yes'"},
+      {{"--error-feedback", "yes"}, "unknown error feedback 'yes' (none, ef, ef-unscaled, ef21)"},
       {{"--error-feedback", "ef"}, "allreduce / fp32 is exact"},
       {{"--error-feedback", "ef21", "--strategy", "allgather"}, "allgather / fp32 is exact"},
       {{"--error-feedback", "ef", "--strategy", "allreduce16"}, "allreduce16 / bf16 rounds its sums on the way"},
@@ -74,7 +74,7 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
 TEST(Options, ErrorFeedbackIsPartOfTheRunIdentity) {
   const auto plain = parse({"--strategy", "allgather", "--codec", "fixed"});
   const auto ef = parse({"--strategy", "allgather", "--codec", "fixed", "--error-feedback", "ef"});
-  EXPECT_EQ(ef.feedback, qt::Feedback::ef);
+  EXPECT_EQ(ef.feedback, qsgd::Feedback::ef);
   EXPECT_NE(plain.to_json(), ef.to_json());
   EXPECT_NE(ef.describe().find("+ef"), std::string::npos) << ef.describe();
 }
@@ -198,7 +198,7 @@ TEST(Checkpoint, AnOlderFormatVersionIsRefusedByName) {
 TEST(Checkpoint, ErrorFeedbackStatesRoundTripPerRank) {
   const TempPath f;
   auto st = sample_state(4, 3);
-  st.feedback = static_cast<std::uint32_t>(qt::Feedback::ef21);
+  st.feedback = static_cast<std::uint32_t>(qsgd::Feedback::ef21);
   for (std::size_t i = 0; i < 3 * 4; ++i) st.feedback_state.push_back(0.25f * static_cast<float>(i) - 2.0f);
   st.feedback_mean = {1.5f, -0.5f, 0.0f, 8.0f};
   qt::save_checkpoint(f.path, st);
@@ -213,7 +213,7 @@ TEST(Checkpoint, ErrorFeedbackStatesRoundTripPerRank) {
   }
   std::string why;
   try {
-    qt::load_checkpoint(f.path, st.config_hash, 4, 3, static_cast<std::uint32_t>(qt::Feedback::ef), 0);
+    qt::load_checkpoint(f.path, st.config_hash, 4, 3, static_cast<std::uint32_t>(qsgd::Feedback::ef), 0);
   } catch (const std::runtime_error& e) {
     why = e.what();
   }

@@ -5,22 +5,6 @@
 
 namespace qsgd::train {
 
-std::string to_string(Feedback f) {
-  switch (f) {
-    case Feedback::none: return "none";
-    case Feedback::ef: return "ef";
-    case Feedback::ef_unscaled: return "ef-unscaled";
-    case Feedback::ef21: return "ef21";
-  }
-  return "feedback#" + std::to_string(static_cast<int>(f));
-}
-
-Feedback parse_feedback(const std::string& name) {
-  for (Feedback f : {Feedback::none, Feedback::ef, Feedback::ef_unscaled, Feedback::ef21})
-    if (name == to_string(f)) return f;
-  throw std::invalid_argument("--error-feedback must be none, ef, ef-unscaled or ef21, got '" + name + "'");
-}
-
 FeedbackState::FeedbackState(Feedback kind, std::size_t n, double scale, std::vector<char> compressed,
                              std::vector<std::size_t> offsets, std::vector<std::size_t> sizes)
     : kind_(kind),

@@ -33,6 +33,7 @@
 #include "qsgd/models/sgd.hpp"
 #include "qsgd/support/option_values.hpp"
 #include "qsgd/train/checkpoint.hpp"
+#include "qsgd/train/feedback.hpp"
 #include "qsgd/train/step_gather.hpp"
 #include "qsgd/train/trace.hpp"
 
@@ -276,8 +277,7 @@ struct Trainer::Impl {
     }
     double bound = 1;
     if (is_quantized(o.codec)) bound = qsgd::second_moment_bound(o.d > 0 ? o.d : longest, o.s);
-    const double scale = o.feedback == Feedback::ef_unscaled ? 1.0 : 1.0 / bound;
-    return std::make_unique<FeedbackState>(o.feedback, P, scale, std::move(comp), std::move(offs), std::move(sizes));
+    return std::make_unique<FeedbackState>(o.feedback, P, feedback_scale(o.feedback, bound), std::move(comp), std::move(offs), std::move(sizes));
   }
 
   // Starts tensor t's exchange (push_inplace, or the vector error feedback exchanges).

@@ -18,20 +18,13 @@
 #include "qsgd/algorithms/channel.hpp"
 #include "qsgd/algorithms/problems.hpp"
 #include "qsgd/algorithms/curve.hpp"
+#include "qsgd/kernels/feedback.hpp"
 
 namespace qsgd::algorithms {
 
-// Error feedback (spec section 4), per worker, on the quantized wire:
-//   ef:        p_i = g_i + e_i, send C(p_i), e_i <- p_i - C(p_i)  (e_i = 0 at start)
-//   ef21:      send C(g_i - h_i), h_i <- h_i + C(g_i - h_i); the step follows
-//              the mean of the h_i (h_i = 0 at start)
-// with C = Q_s (ef_unscaled: the spec's formula) or C = Q_s / B (ef, ef21),
-// B = 1 + min(d/s^2, sqrt(d)/s) the quantizer's second-moment bound (spec
-// section 1, d the bucket size): E||C(v) - v||^2 <= (1 - 1/B) ||v||^2, the
-// contraction both analyses assume. Q_s alone is one only when B < 2; at
-// s = 2 and d = 64, B = 5 and the residual of ef_unscaled grows.
-enum class Feedback { none, ef_unscaled, ef, ef21 };
-std::string to_string(Feedback f);  // "none", "ef-unscaled", "ef", "ef21"
+// Error feedback (qsgd/kernels/feedback.hpp), per worker, on the quantized
+// wire; at s = 2 and d = 64, B = 5 and the residual of ef-unscaled grows.
+using qsgd::Feedback;
 
 struct QsgdConfig {
   int workers = 4;

@@ -1,7 +1,6 @@
 #pragma once
-// Error feedback in the trainer (spec section 4, "Error feedback"; the
-// algorithms' version is qsgd::algorithms::Feedback, the same rules on one
-// vector): state kept per tensor, in one flat View laid out like the model's
+// Error feedback in the trainer (spec section 4; the forms, shared with
+// qsgd::algorithms' one-vector version, in qsgd/kernels/feedback.hpp): state kept per tensor, in one flat View laid out like the model's
 // gradients (TensorInfo::offset), so bucket plans and --fusion-mb do not
 // touch it. Only tensors of compressed buckets carry state; the dense ones go
 // through the exact fp32 allreduce and have nothing to feed back.
@@ -19,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "qsgd/kernels/feedback.hpp"
+
 namespace qsgd::train {
 
-enum class Feedback : std::uint32_t { none = 0, ef = 1, ef_unscaled = 2, ef21 = 3 };
-std::string to_string(Feedback f);            // "none", "ef", "ef-unscaled", "ef21"
-Feedback parse_feedback(const std::string& name);  // throws std::invalid_argument naming the choices
+using qsgd::Feedback;  // its forms, names and scale: qsgd/kernels/feedback.hpp
 
 class FeedbackState {
  public:

@@ -9,8 +9,8 @@
 
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/kernels/config.hpp"
+#include "qsgd/kernels/feedback.hpp"
 #include "qsgd/models/sgd.hpp"
-#include "qsgd/train/feedback.hpp"
 
 namespace qsgd::train {
 
@@ -55,7 +55,7 @@ struct Options {
   std::size_t fusion_mb = 8;
   std::uint64_t layer_filter = 10000;
   bool overlap = true;
-  Feedback feedback = Feedback::none;  // --error-feedback (feedback.hpp); lossy compressed strategies only
+  Feedback feedback = Feedback::none;  // --error-feedback (kernels/feedback.hpp); lossy compressed strategies only
   comm::Transport transport = comm::Transport::ring;
   std::size_t segment_kb = 4096;      // ring pipeline segment
   std::uint32_t window = 8;           // ring receives in flight
