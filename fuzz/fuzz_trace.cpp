@@ -4,7 +4,8 @@
 // std::runtime_error ("trace: ..."); every dataspace is checked against the
 // reader's limits before a buffer is sized from it; it closes every HDF5
 // object it opened; a trace it loaded can be truncated, written back by
-// flush() and loaded again with the same steps.
+// flush() and loaded again with the same steps and the same attempts
+// (/attempts), plus the one that wrote it back.
 //
 // Input: u8 mode (bits 0-1: the run's rank count - 1; bits 2-3: how many of
 // the last steps a resume drops; bit 4, raw harness: verify the checksum
@@ -57,10 +58,13 @@ void one_input(const ScratchFile& file, const std::uint8_t* data, std::size_t si
 #endif
 
   std::int64_t steps = 0, last = -1;
+  std::vector<qsgd::trace::Attempt> attempts;
   try {
     qsgd::trace::TraceWriter w(file.path(), ranks, {}, true, check);
     steps = w.steps();
     last = w.last_step();
+    QSGD_FUZZ_CHECK(w.attempts().size() <= qsgd::trace::max_attempts + 1, "trace.limits",
+                    "loaded " << w.attempts().size() - 1 << " attempts, beyond the reader's limit");
     QSGD_FUZZ_CHECK(static_cast<unsigned long long>(steps) <= qsgd::trace::max_trace_rows &&
                         static_cast<unsigned long long>(steps) * ranks <= qsgd::trace::max_trace_records,
                     "trace.limits",
@@ -72,6 +76,7 @@ void one_input(const ScratchFile& file, const std::uint8_t* data, std::size_t si
       steps = w.steps();
       last = w.last_step();
     }
+    attempts = w.attempts();
     try {
       w.flush();
     } catch (const std::exception& e) {
@@ -90,6 +95,14 @@ void one_input(const ScratchFile& file, const std::uint8_t* data, std::size_t si
     QSGD_FUZZ_CHECK(again.steps() == steps && again.last_step() == last, "trace.reload",
                     "reloading a written trace gave " << again.steps() << " steps (last " << again.last_step()
                                                       << "), it held " << steps << " (last " << last << ")");
+    // Every attempt written back as it was loaded, and the reload's own last.
+    const auto& back = again.attempts();
+    bool same = back.size() == attempts.size() + 1;
+    for (std::size_t i = 0; same && i < attempts.size(); ++i)
+      same = back[i].first_step == attempts[i].first_step && back[i].attrs == attempts[i].attrs;
+    QSGD_FUZZ_CHECK(same, "trace.reload",
+                    "reloading a written trace gave " << back.size() << " attempts, not the " << attempts.size()
+                                                      << " written and the reload's own, or changed one");
   } catch (const std::exception& e) {
     violation("trace.reload", std::string("a trace the writer wrote does not load: ") + e.what());
   }

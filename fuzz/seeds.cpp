@@ -346,6 +346,20 @@ void trace_seeds(const std::string& root, const std::string& scratch) {
       ++k;
     }
   }
+  // /attempts: three attempts as written, and each deviation in the second.
+  for (int dev = 0; dev < attempt_deviation_count; ++dev) {
+    ByteWriter w;
+    TraceShape{3, 2, 1, 1, 0}.write(w);
+    for (int a = 0; a < 2; ++a) w.u8(attr_int), w.u8(0);
+    for (std::size_t d = 0; d < trace_datasets().size(); ++d) w.u8(as_written), w.u8(0);
+    w.u8(3);
+    for (int i = 0; i < 3; ++i) {
+      w.u8(static_cast<std::uint8_t>(i == 1 ? dev : attempt_as_written));
+      w.u8(static_cast<std::uint8_t>(1 + i));  // string attributes
+      w.u8(static_cast<std::uint8_t>(7 * (i + 1)));  // salt: first_step and value lengths
+    }
+    out.write("attempts-deviation" + std::to_string(dev), 1, w.data());
+  }
 }
 
 // ---- qsgd-train command lines ----------------------------------------------

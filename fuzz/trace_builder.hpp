@@ -14,6 +14,9 @@
 //   per dataset (trace_datasets order): u8 deviation (mod 10), u8 salt,
 //   and 8 bytes per value for the first min(count, 8) values when the
 //   deviation is raw_values.
+//   u8 attempts (mod 6; 0: no /attempts group, as in files of earlier
+//   builds; 5: /attempts is a dataset), then per attempt: u8 deviation
+//   (mod 8, AttemptDeviation), u8 string attributes (mod 5), u8 salt.
 // Claimed extents stay small (4096 rows) or beyond the reader's limits,
 // where the reader must refuse them before allocating.
 
@@ -95,6 +98,19 @@ enum Deviation : std::uint8_t {
 
 enum AttrKind : std::uint8_t { attr_int = 0, attr_missing, attr_double, attr_string, attr_kind_count };
 
+// How an /attempts/<i> group deviates from what the writer makes.
+enum AttemptDeviation : std::uint8_t {
+  attempt_as_written = 0,
+  attempt_no_first_step,
+  attempt_first_step_string,  // first_step as a string
+  attempt_int_attribute,      // an integer attribute among the strings
+  attempt_fixed_strings,      // fixed-length strings (the writer's are variable)
+  attempt_misnamed,           // named i + 1: a gap in the numbering
+  attempt_dataset,            // a dataset, not a group
+  attempt_array_string,       // a string attribute holding two strings
+  attempt_deviation_count
+};
+
 // Shape fields of a recipe; the seed generator writes recipes with it.
 struct TraceShape {
   std::uint8_t rows = 3, buckets = 2, evals = 1, epochs = 1;
@@ -143,7 +159,7 @@ class TraceBuilder {
       if (groups[g] < 0 || dev == missing) continue;
       if (!dataset(groups[g], spec, dims, static_cast<Deviation>(dev), salt, nb, in)) return false;
     }
-    return true;
+    return attempts(file.id, in);
   }
 
  private:
@@ -183,6 +199,73 @@ class TraceBuilder {
     if (attr.id < 0) return false;
     const double d = static_cast<double>(value);
     return H5Awrite(attr.id, type, kind == attr_double ? static_cast<const void*>(&d) : &value) >= 0;
+  }
+
+  // /attempts: what TraceWriter::flush writes, or one of AttemptDeviation.
+  static bool attempts(hid_t file, ByteReader& in) {
+    const std::uint8_t n = in.u8() % 6;
+    if (n == 0) return true;
+    if (n == 5) {
+      H space(H5Screate(H5S_SCALAR), H5Sclose);
+      H d(H5Dcreate2(file, "attempts", H5T_NATIVE_INT64, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+      return d.id >= 0;
+    }
+    H group(H5Gcreate2(file, "attempts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (group.id < 0) return false;
+    for (std::uint8_t i = 0; i < n; ++i) {
+      const auto dev = static_cast<AttemptDeviation>(in.u8() % attempt_deviation_count);
+      const std::uint8_t strings = in.u8() % 5, salt = in.u8();
+      const std::string name = std::to_string(dev == attempt_misnamed ? i + 1 : i);
+      if (dev == attempt_dataset) {
+        H space(H5Screate(H5S_SCALAR), H5Sclose);
+        H d(H5Dcreate2(group.id, name.c_str(), H5T_NATIVE_INT64, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
+        if (d.id < 0) return false;
+        continue;
+      }
+      H a(H5Gcreate2(group.id, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      if (a.id < 0) return false;
+      const long long first = static_cast<long long>(salt) * i;
+      if (dev == attempt_first_step_string) {
+        if (!string_attr(a.id, "first_step", std::to_string(first), false)) return false;
+      } else if (dev != attempt_no_first_step) {
+        if (!int_attr(a.id, "first_step", first)) return false;
+      }
+      for (std::uint8_t k = 0; k < strings; ++k) {
+        const std::string key = "key" + std::to_string(k);
+        const std::string value(static_cast<std::size_t>(salt) * k, static_cast<char>('a' + k));
+        if (dev == attempt_int_attribute && k == 0) {
+          if (!int_attr(a.id, key.c_str(), salt)) return false;
+        } else if (dev == attempt_array_string && k == 0) {
+          H type(H5Tcopy(H5T_C_S1), H5Tclose);
+          const hsize_t two = 2;
+          H space(H5Screate_simple(1, &two, nullptr), H5Sclose);
+          const char* values[2] = {"x", "y"};
+          if (H5Tset_size(type.id, H5T_VARIABLE) < 0) return false;
+          H at(H5Acreate2(a.id, key.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+          if (at.id < 0 || H5Awrite(at.id, type.id, values) < 0) return false;
+        } else if (!string_attr(a.id, key.c_str(), value, dev != attempt_fixed_strings)) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  static bool int_attr(hid_t obj, const char* name, long long v) {
+    H space(H5Screate(H5S_SCALAR), H5Sclose);
+    H attr(H5Acreate2(obj, name, H5T_NATIVE_LLONG, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    return attr.id >= 0 && H5Awrite(attr.id, H5T_NATIVE_LLONG, &v) >= 0;
+  }
+
+  static bool string_attr(hid_t obj, const char* name, const std::string& v, bool variable) {
+    H space(H5Screate(H5S_SCALAR), H5Sclose);
+    H type(H5Tcopy(H5T_C_S1), H5Tclose);
+    if (H5Tset_size(type.id, variable ? H5T_VARIABLE : v.size() + 1) < 0) return false;
+    H attr(H5Acreate2(obj, name, type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (attr.id < 0) return false;
+    const char* p = v.c_str();
+    return H5Awrite(attr.id, type.id, variable ? static_cast<const void*>(&p) : p) >= 0;
   }
 
   static hid_t native(Family f) {

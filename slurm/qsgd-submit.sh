@@ -52,6 +52,15 @@
 #   --bench-args ARGS     its options, word-split (default: -b 4M -e 64M
 #                         --transports ring --codecs CODEC of the spec)
 #   --no-baseline         --per-k without the exchange benchmark
+#   --nsys RANKS          profile these ranks of every run with Nsight Systems
+#                         (0, 0,3, 0-3 or all; the others run without nsys):
+#                         one report per rank and an NVTX summary per attempt
+#                         in SWEEP/profiles/<id>_K<K>/job<id>-r<restart>/
+#   --nsys-trace LIST     nsys --trace (default cuda,nvtx,mpi,osrt; in CPU mode
+#                         nvtx,mpi,osrt)
+#   --nsys-steps A:B      record only global steps A..B-1 (qsgd-train
+#                         --profile-steps: no start-up or evaluation)
+#   --nsys-args ARGS      more `nsys profile` options, word-split
 #   --no-collect          do not submit the collect job (by default one is
 #                         submitted every time, after every task of the sweep
 #                         that is queued or running, this submission's and
@@ -101,6 +110,7 @@ bench_args=""
 baseline=1
 collect=1
 dry_run=0
+nsys_ranks="" nsys_trace="" nsys_steps="" nsys_args=""
 
 need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
@@ -139,6 +149,10 @@ while [ $# -gt 0 ]; do
     --bench-args) need "$@"; bench_args="$2"; shift ;;
     --no-baseline) baseline=0 ;;
     --no-collect) collect=0 ;;
+    --nsys) need "$@"; nsys_ranks="$2"; shift ;;
+    --nsys-trace) need "$@"; nsys_trace="$2"; shift ;;
+    --nsys-steps) need "$@"; nsys_steps="$2"; shift ;;
+    --nsys-args) need "$@"; nsys_args="$2"; shift ;;
     --dry-run) dry_run=1 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -237,6 +251,19 @@ is_uint "$gpn" || die "gpus per node must be a positive integer, got '$gpn'"
 for k in "${gpus[@]}"; do is_uint "$k" || die "GPU count must be a positive integer, got '$k'"; done
 for b in "${bits[@]}"; do is_uint "$b" || die "bit width must be a positive integer, got '$b'"; done
 
+if [ -n "$nsys_ranks" ]; then
+  nsys_rank="$repo/profiles/nsys/nsys-rank.sh"
+  SLURM_PROCID=0 "$nsys_rank" --rank-var SLURM_PROCID --ranks "$nsys_ranks" --test 2>/dev/null || [ $? = 1 ] ||
+    die "--nsys: '$nsys_ranks' is not a list of ranks (0, 0,3, 0-3 or all)"
+  [ -n "$nsys_trace" ] || { [ "$mode" = cpu ] && nsys_trace=nvtx,mpi,osrt || nsys_trace=cuda,nvtx,mpi,osrt; }
+  [[ "$nsys_trace" =~ ^[a-z0-9_-]+(,[a-z0-9_-]+)*$ ]] || die "--nsys-trace must be a comma-separated list of nsys APIs, got '$nsys_trace'"
+  if [ -n "$nsys_steps" ]; then
+    [[ "$nsys_steps" =~ ^([0-9]+):([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt "${BASH_REMATCH[2]}" ] ||
+      die "--nsys-steps must be A:B with A < B (global steps A..B-1), got '$nsys_steps'"
+  fi
+elif [ -n "$nsys_trace$nsys_steps$nsys_args" ]; then
+  die "--nsys-trace, --nsys-steps and --nsys-args need --nsys RANKS"
+fi
 out="$(abspath "${out:-$repo/results/slurm/$name}")"
 train="$(abspath "$train")"
 if [ "$per_k" = 1 ] && [ "$baseline" = 1 ]; then
@@ -442,6 +469,11 @@ for k in "${gpus[@]}"; do
   [ -z "$cpus_per_task" ] || task_args+=(--cpus-per-task "$cpus_per_task")
   [ -z "$site_env" ] || task_args+=(--site-env "$site_env")
   [ "$checkpoint_every" = 0 ] || task_args+=(--checkpoint-every "$checkpoint_every")
+  if [ -n "$nsys_ranks" ]; then
+    task_args+=(--nsys "$nsys_ranks" --nsys-tools "$repo/profiles/nsys" --nsys-trace "$nsys_trace")
+    [ -z "$nsys_steps" ] || task_args+=(--nsys-steps "$nsys_steps")
+    [ -z "$nsys_args" ] || task_args+=(--nsys-args "$nsys_args")
+  fi
   # The checkpoint signal ahead of the time limit, to the batch script (B:),
   # which forwards it to srun; the task then requeues itself.
   restart=()
@@ -455,6 +487,14 @@ for k in "${gpus[@]}"; do
     "${extra_sbatch[@]}" --output="$out/logs/K$k-%A_%a.out" "$here/qsgd-array.sbatch" "${task_args[@]}")
 
   echo "# K=$k: $nodes node(s) x $per_node $( [ "$mode" = gpu ] && echo GPUs || echo ranks ), $n_cfg runs: $n_done complete, $n_active queued or running, ${#todo[@]} to submit"
+  if [ -n "$nsys_ranks" ]; then
+    n_prof=0
+    for ((r = 0; r < k; r++)); do
+      ! SLURM_PROCID=$r "$nsys_rank" --rank-var SLURM_PROCID --ranks "$nsys_ranks" --test || n_prof=$((n_prof + 1))
+    done
+    if [ "$n_prof" = 0 ]; then echo "# K=$k: note: no rank of $k is in --nsys $nsys_ranks: these runs are not profiled"
+    else echo "# K=$k: nsys profiles $n_prof of $k ranks (--nsys $nsys_ranks)"; fi
+  fi
   if [ "$dry_run" = 0 ]; then
     rerun="$out/rerun-K$k.sh"
     {

@@ -4,6 +4,16 @@
 attr() {  # attr FILE NAME -> value of a string attribute of the root group
   h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): "\(.*\)"$/\1/p'
 }
+int_attr() {  # int_attr FILE PATH -> value of an integer attribute (PATH: e.g. attempts/1/first_step)
+  h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): \(-\{0,1\}[0-9][0-9]*\)$/\1/p'
+}
+attempts_of() {  # attempts_of FILE -> first_step of /attempts/0, /attempts/1, ..., one per line
+  local i=0 v
+  while v="$(int_attr "$1" "attempts/$i/first_step")" && [ -n "$v" ]; do
+    echo "$v"
+    i=$((i + 1))
+  done
+}
 is_complete() {  # is_complete FILE: the run finished (root attribute complete == "true")
   [ "$(attr "$1" complete)" = true ]
 }

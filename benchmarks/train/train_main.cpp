@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -30,6 +31,19 @@ std::map<std::string, std::string> provenance() {
   a["blas"] = qsgd::bench::blas_library();
   a["blas_threads"] = qsgd::bench::blas_threads();
   a["date"] = qsgd::bench::utc_now();
+  // Under Slurm: which job (and array task, and restart of a requeued one)
+  // ran this attempt, and on which nodes.
+  const auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (!env("SLURM_JOB_ID").empty()) {
+    a["slurm_job_id"] = env("SLURM_JOB_ID");
+    if (!env("SLURM_ARRAY_JOB_ID").empty())
+      a["slurm_array_task"] = env("SLURM_ARRAY_JOB_ID") + "_" + env("SLURM_ARRAY_TASK_ID");
+    a["slurm_restart_count"] = env("SLURM_RESTART_COUNT").empty() ? "0" : env("SLURM_RESTART_COUNT");
+    a["slurm_nodelist"] = env("SLURM_JOB_NODELIST");
+  }
   return a;
 }
 

@@ -16,6 +16,9 @@
 #                       ranks of this node
 #   --rank-var VAR      rank variable for --per-rank report names
 #                       (default OMPI_COMM_WORLD_RANK; Slurm: SLURM_PROCID)
+#   --ranks LIST        with --per-rank: profile only these ranks (e.g. 0 or
+#                       0,2-3; default all); the others run without nsys
+#                       (profiles/nsys/nsys-rank.sh)
 #   --launcher CMD      launcher and its flags, word-split (default: mpirun
 #                       with scripts/openmpi-env.sh: oversubscribed, root
 #                       allowed); the rank count follows as `-np N` (srun: `-n N`)
@@ -65,6 +68,7 @@ np=2
 trace=nvtx,mpi,osrt
 per_rank=0
 rank_var=OMPI_COMM_WORLD_RANK
+profiled=all
 launcher=""
 name=train
 ref=train/step
@@ -82,6 +86,7 @@ while [ $# -gt 0 ]; do
     -t|--trace) trace="$2"; shift 2 ;;
     --per-rank) per_rank=1; shift ;;
     --rank-var) rank_var="$2"; shift 2 ;;
+    --ranks) profiled="$2"; shift 2 ;;
     --launcher) launcher="$2"; shift 2 ;;
     --name) name="$2"; shift 2 ;;
     --ref) ref="$2"; shift 2 ;;
@@ -102,6 +107,11 @@ case "$name" in ''|*[!A-Za-z0-9_.-]*) echo "profile-train: --name: letters, digi
 if [ "$per_rank" = 1 ] && [ "$np" = 0 ]; then
   echo "profile-train: --per-rank needs --np N > 0" >&2; exit 2
 fi
+[[ "$profiled" =~ ^(all|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$ ]] ||
+  { echo "profile-train: --ranks: comma-separated ranks or ranges A-B, or all" >&2; exit 2; }
+if [ "$profiled" != all ] && [ "$per_rank" = 0 ]; then
+  echo "profile-train: --ranks needs --per-rank" >&2; exit 2
+fi
 
 if [ $# -gt 0 ]; then
   cmd=("$@")
@@ -112,51 +122,10 @@ else
 fi
 
 # ---- tools ------------------------------------------------------------------
-nsys="${NSYS:-$(command -v nsys || true)}"
-if [ -z "$nsys" ] || [ ! -x "$nsys" ]; then
-  cat >&2 <<'EOF'
-profile-train: error: nsys (NVIDIA Nsight Systems) was not found.
-  Debian 12: scripts/install-deps.sh --nsys   (adds Debian's non-free component and
-             installs the package `nsight-systems`, 2022.4)
-  or by hand: scripts/debian-sources.sh --non-free && apt-get install nsight-systems
-  Elsewhere: install Nsight Systems from NVIDIA (or `module load nsight-systems`)
-  and put nsys on PATH, or set NSYS=/path/to/nsys.
-EOF
-  exit 3
-fi
-python="${PYTHON:-/usr/bin/python3}"
-[ -x "$python" ] || python="$(command -v python3 || true)"
-[ -n "$python" ] || die "python3 is needed for the summary (profiles/nsys/nvtx_summary.py)"
-
-# Debian's Nsight Systems 2022.4 leaves a .qdstrm: nsys looks for its importer
-# beside itself, Debian installs it elsewhere (not on PATH). The importer turns
-# it into the .nsys-rep that `nsys stats` reads.
-find_importer() {
-  local c real
-  real="$(readlink -f "$nsys")"
-  # NVIDIA's layout: host-linux-x64/ beside target-linux-x64/ (or bin/);
-  # Debian's: /usr/lib/nsight-systems/host-linux-x64, nsys elsewhere.
-  for c in "${NSYS_QDSTRM_IMPORTER:-}" \
-           "$(dirname "$real")/../host-linux-x64/QdstrmImporter" \
-           /usr/lib/nsight-systems/host-linux-x64/QdstrmImporter; do
-    if [ -n "$c" ] && [ -x "$c" ]; then readlink -f "$c"; return 0; fi
-  done
-  return 1
-}
-
-# The MPI implementation nsys is to trace: the library the program links,
-# which is what runs whatever the launcher (srun prints only Slurm's version).
-mpi_of_program() {
-  local exe libs
-  exe="$(command -v "$1" 2>/dev/null)" || return 0
-  libs="$(ldd "$exe" 2>/dev/null)" || return 0
-  case "$libs" in
-    *libmpi.so.40*) echo openmpi ;;
-    *libmpich*|*libmpi.so.12*) echo mpich ;;
-  esac
-}
+. "$here/nsys-common.sh"
+nsys_find || exit 3
 case "$mpi_impl" in ""|openmpi|mpich) ;; *) echo "profile-train: --mpi-impl must be openmpi or mpich" >&2; exit 2 ;; esac
-if [ -z "$mpi_impl" ] && [[ ",$trace," == *,mpi,* ]]; then mpi_impl="$(mpi_of_program "${cmd[0]}")"; fi
+if [ -z "$mpi_impl" ] && [[ ",$trace," == *,mpi,* ]]; then mpi_impl="$(nsys_mpi_of_program "${cmd[0]}")"; fi
 if [ "$np" != 0 ]; then
   if [ -z "$launcher" ]; then
     launcher="mpirun"
@@ -181,28 +150,20 @@ fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # Reports of an earlier run with this name would be merged into the summary.
-rm -f "$out/$name".qdstrm "$out/$name".nsys-rep "$out/$name".sqlite "$out/$name"_nvtxsum.csv "$out/$name"_nvtx_sum.csv \
-      "$out/$name".*.qdstrm "$out/$name".*.nsys-rep "$out/$name".*.sqlite "$out/$name".*_nvtxsum.csv \
-      "$out/$name".*_nvtx_sum.csv \
-      "$out/summary.txt" "$out/summary.json"
+nsys_clear "$out" "$name"
 
 session="qsgd-$$-$name"
-nsys_opts=(profile "--trace=$trace" --force-overwrite=true)
-if [ "$sampling" = 0 ]; then nsys_opts+=(--sample=none --cpuctxsw=none); fi
-if [ -n "$mpi_impl" ]; then nsys_opts+=("--mpi-impl=$mpi_impl"); fi
-if [ "$capture" = 1 ]; then
-  nsys_opts+=(--capture-range=nvtx --nvtx-capture=train/capture --capture-range-end=stop)
-  export NSYS_NVTX_PROFILER_REGISTER_ONLY=0
-fi
-if [ -n "$nsys_extra" ]; then read -r -a extra <<< "$nsys_extra"; nsys_opts+=("${extra[@]}"); fi
+nsys_profile_opts "$trace" "$sampling" "$mpi_impl" "$capture" "$nsys_extra"
 
 if [ "$np" = 0 ]; then
   run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${cmd[@]}")
 elif [ "$per_rank" = 0 ]; then
   run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${launch[@]}" "${cmd[@]}")
 else
-  run=("${launch[@]}" "$nsys" "${nsys_opts[@]}" "--session-new=$session-%q{$rank_var}"
-       -o "$out/$name.%q{$rank_var}" "${cmd[@]}")
+  # Every rank starts nsys-rank.sh, which runs the profiled ranks under nsys
+  # (report NAME.<rank>) and the others as they are.
+  run=("${launch[@]}" "$here/nsys-rank.sh" --rank-var "$rank_var" --ranks "$profiled" --output "$out/$name"
+       --session "$session" "$nsys" "${nsys_opts[@]}" -- "${cmd[@]}")
 fi
 if [ -n "$timeout_s" ]; then run=(timeout -k 20 "$timeout_s" "${run[@]}"); fi
 
@@ -255,61 +216,21 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 fi
 [ "$rc" = 0 ] || echo "profile-train: warning: the profiled job exited with status $rc (log: $log)" >&2
 
-# ---- .qdstrm -> .nsys-rep -> nvtxsum CSV -----------------------------------
-shopt -s nullglob
-for q in "$out/$name".qdstrm "$out/$name".*.qdstrm; do
-  [ -e "$q" ] || continue
-  rep="${q%.qdstrm}.nsys-rep"
-  if [ ! -e "$rep" ]; then
-    importer="$(find_importer)" ||
-      die "$q needs QdstrmImporter (host-linux-x64/ of the Nsight Systems install); set NSYS_QDSTRM_IMPORTER=/path/to/it"
-    "$importer" -i "$q" > "$q.import.log" 2>&1 || { tail -n 5 "$q.import.log" >&2; die "QdstrmImporter failed on $q"; }
-    rm -f "$q.import.log"
-    [ -e "$rep" ] || die "QdstrmImporter did not write $rep"
-  fi
-  if [ "$keep_qdstrm" = 0 ]; then rm -f "$q"; fi
-done
-reports=()
-for rep in "$out/$name".nsys-rep "$out/$name".*.nsys-rep; do
-  if [ -e "$rep" ]; then reports+=("$rep"); fi
-done
-[ "${#reports[@]}" -gt 0 ] || die "nsys wrote no report into $out (log: $log)"
-if [ "$per_rank" = 1 ] && [ "${#reports[@]}" -ne "$np" ]; then
-  echo "profile-train: warning: ${#reports[@]} reports for $np ranks (log: $log)" >&2
-fi
-# The NVTX range summary is report "nvtxsum" up to nsys 2022 and "nvtx_sum"
-# in later versions (which refuse the old name): ask this nsys which it has.
-# (`nsys stats --help-reports` exits with status 1 after its list.)
-nvtx_report="$({ "$nsys" stats --help-reports 2>/dev/null || true; } |
-  awk '$1 == "nvtx_sum" || $1 == "nvtxsum" { print $1; exit }')"
-[ -n "$nvtx_report" ] ||
-  die "$("$nsys" --version 2>&1 | head -n 1) lists neither the nvtx_sum nor the nvtxsum report (nsys stats --help-reports)"
-csvs=()
-for rep in "${reports[@]}"; do
-  base="${rep%.nsys-rep}"
-  "$nsys" stats --report "$nvtx_report" --format csv --force-export=true --force-overwrite=true -o "$base" "$rep" \
-    > "$base.stats.log" 2>&1 || { tail -n 5 "$base.stats.log" >&2; die "nsys stats failed on $rep"; }
-  if [ ! -s "${base}_${nvtx_report}.csv" ]; then
-    die "no NVTX ranges in $rep: was the program built with NVTX3 headers? (CMake prints 'NVTX ranges: on'; see docs/profiling.md)"
-  fi
-  rm -f "$base.stats.log"
-  csvs+=("${base}_${nvtx_report}.csv")
-done
-
-# ---- summary ---------------------------------------------------------------
-json_str() { "$python" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }
+# ---- .qdstrm -> .nsys-rep -> NVTX CSVs -> summary ----------------------------
+expect=0
+if [ "$per_rank" = 1 ] && [ "$profiled" = all ]; then expect="$np"; fi
 git_hash="$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-meta="{\"command\": $(json_str "$(show "${run[@]}")"), \"trace\": $(json_str "$trace"),
-  \"nsys_version\": $(json_str "$("$nsys" --version 2>/dev/null | head -n 1)"), \"ranks\": $np,
-  \"per_rank\": $([ "$per_rank" = 1 ] && echo true || echo false), \"host\": $(json_str "$(hostname)"),
-  \"date\": $(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)"), \"git_hash\": $(json_str "$git_hash"),
+meta="{\"command\": $(nsys_json_str "$(show "${run[@]}")"), \"trace\": $(nsys_json_str "$trace"),
+  \"nsys_version\": $(nsys_json_str "$("$nsys" --version 2>/dev/null | head -n 1)"), \"ranks\": $np,
+  \"per_rank\": $([ "$per_rank" = 1 ] && echo true || echo false), \"profiled_ranks\": $(nsys_json_str "$profiled"),
+  \"host\": $(nsys_json_str "$(hostname)"),
+  \"date\": $(nsys_json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)"), \"git_hash\": $(nsys_json_str "$git_hash"),
   \"exit_status\": $rc, \"wall_s\": $elapsed}"
-{
-  echo "# $(show "${cmd[@]}")"
-  if [ "$np" = 0 ]; then how="no launcher"; else how="$np ranks"; fi
-  if [ "$per_rank" = 1 ]; then how+=", one report per rank"; fi
-  echo "# nsys --trace=$trace, $how, ${elapsed} s under nsys"
-  "$python" "$here/nvtx_summary.py" summary --ref "$ref" --json "$out/summary.json" --meta "$meta" "${csvs[@]}"
-} | tee "$out/summary.txt"
+if [ "$np" = 0 ]; then how="no launcher"; else how="$np ranks"; fi
+if [ "$per_rank" = 1 ]; then how+=", one report per rank"; fi
+if [ "$profiled" != all ]; then how+=" (ranks $profiled)"; fi
+header="# $(show "${cmd[@]}")
+# nsys --trace=$trace, $how, ${elapsed} s under nsys"
+nsys_summarize "$out" "$name" "$ref" "$meta" "$expect" "$keep_qdstrm" "$header" || die "no summary (log: $log)"
 echo "profile-train: reports and summary in $out"
 exit "$rc"

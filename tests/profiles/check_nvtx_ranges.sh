@@ -5,7 +5,9 @@
 #   allgather      + fixed (4-bit)  fused quantize+encode: qsgd/quantize must
 #                                   NOT appear (the documented exception)
 #   scatter-reduce + elias-dense    qsgd/quantize, comm/scatter-reduce
-#   param-server   + elias-sparse   comm/param-server
+#   param-server   + elias-sparse   comm/param-server; rank 1 alone under nsys
+#                                   (--per-rank --ranks 1): one report,
+#                                   NAME.1, and rank 0 run without nsys
 #   capture (--profile-steps 1:2)   train/capture, comm/shared-scale; recorded
 #                                   with the recipe's --capture, only the
 #                                   window's steps
@@ -124,19 +126,22 @@ csvs=()
 for job in "${jobs[@]}"; do
   name="${job%%:*}"
   read -r -a args <<< "${job#*:}"
-  nsys_bin="$real_nsys" report=nvtxsum launch="$launcher" capture=()
-  [ "$name" != capture ] || capture=(--capture)
+  nsys_bin="$real_nsys" report=nvtxsum launch="$launcher" extra=() base="$name"
+  [ "$name" != capture ] || extra=(--capture)
+  [ "$name" != sparse-param-server ] || extra=(--per-rank --ranks 1) base="$name.1"
   [ "$name" != allreduce16 ] || nsys_bin="$out/shim/nsys" report=nvtx_sum launch="$out/shim/srun"
   echo "== $name: ${args[*]} (nsys report $report)"
-  if ! NSYS="$nsys_bin" "$recipe" --out "$out/$name" --name "$name" --np 2 --launcher "$launch" "${capture[@]}" --timeout 180 \
+  if ! NSYS="$nsys_bin" "$recipe" --out "$out/$name" --name "$name" --np 2 --launcher "$launch" "${extra[@]}" --timeout 180 \
          -- "$train" "${common[@]}" "${args[@]}"; then
     echo "FAIL: profiling job '$name' failed (log: $out/$name/profile.log)"
     exit 1
   fi
-  [ -s "$out/$name/${name}_${report}.csv" ] || { echo "FAIL: no ${name}_${report}.csv from the recipe"; exit 1; }
+  [ -s "$out/$name/${base}_${report}.csv" ] || { echo "FAIL: no ${base}_${report}.csv from the recipe"; exit 1; }
+  n_reports="$(find "$out/$name" -name '*.nsys-rep' | wc -l)"
+  [ "$n_reports" = 1 ] || { echo "FAIL: $name: $n_reports reports, expected 1 ($(ls "$out/$name"))"; exit 1; }
   grep -q -- "--mpi-impl=openmpi" "$out/$name/profile.log" ||
     { echo "FAIL: $name: nsys was not given --mpi-impl=openmpi (launcher $launch; log: $out/$name/profile.log)"; exit 1; }
-  csvs+=("$out/$name/${name}_${report}.csv")
+  csvs+=("$out/$name/${base}_${report}.csv")
 done
 
 status=0

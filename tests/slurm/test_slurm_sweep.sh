@@ -550,6 +550,18 @@ want_in "$log" 'SIGUSR1 (the time limit is near)' "6a: the task never got the ch
 want_in "$log" 'stopped at the signal with a checkpoint .*; requeueing job' "6a: the task did not requeue itself"
 want_in "$log" 'resuming from .*/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt (restart 1 ' "6a: the requeued task did not resume"
 check_restarted "$rs_a" 128 "6a (signal, requeue)"
+# Both attempts are in the trace: the first job start and its requeue, the
+# same Slurm job (restart counts 0 and 1), the second from the checkpoint's step.
+[ "$(attempts_of "$t_a" | wc -l)" = 2 ] || fail "6a: the trace records $(attempts_of "$t_a" | wc -l) attempts, expected 2"
+[ "$(attempts_of "$t_a" | head -n 1)" = 0 ] && [ "$(attempts_of "$t_a" | tail -n 1)" -ge 16 ] ||
+  fail "6a: the attempts start at steps $(attempts_of "$t_a" | paste -sd' ')"
+job0="$(attr "$t_a" attempts/0/slurm_job_id)"
+for i in 0 1; do
+  [ -n "$job0" ] && [ "$(attr "$t_a" "attempts/$i/slurm_job_id")" = "$job0" ] &&
+    [ "$(attr "$t_a" "attempts/$i/slurm_restart_count")" = "$i" ] ||
+    fail "6a: attempt $i was job '$(attr "$t_a" "attempts/$i/slurm_job_id")' restart '$(attr "$t_a" "attempts/$i/slurm_restart_count")', expected '$job0' restart $i"
+done
+[ "$(attr "$t_a" "attempts/0/slurm_array_task")" = "${ids6a[0]}_0" ] || fail "6a: attempt 0 does not name its array task"
 
 # 6c: a checkpoint that cannot be loaded (here garbage, as a damaged file or
 # another build's would be): qsgd-train stops with exit code 9, the task
@@ -584,12 +596,15 @@ want_in "$(ls -t "$rs_b"/logs/K2-*_0.out | head -n 1)" "resuming from $ck" "6b: 
 check_restarted "$rs_b" 640 "6b (time limit, re-submission)"
 
 # ---- 7. one allocation per K ------------------------------------------------
-say "7. the tiny sweep as one allocation per K (--per-k), each with its exchange benchmark"
+say "7. the tiny sweep as one allocation per K (--per-k), each with its exchange benchmark; rank 1 under nsys"
+command -v nsys >/dev/null || fail "section 7 profiles with Nsight Systems: run scripts/install-deps.sh --nsys"
 pk="$tmp/perk"
 "$repo/slurm/qsgd-submit.sh" --sweep "$here/tiny.conf" --cpu --out "$pk" --train "$train" --per-k \
   --bench-args "-b 64K -e 256K -n 3 -w 1 --strategies allreduce,allgather --codecs elias-dense --transports ring" \
+  --nsys 1 --nsys-steps 1:3 --nsys-trace nvtx \
   >"$tmp/submit7.out" 2>&1 || { cat "$tmp/submit7.out"; fail "qsgd-submit.sh --per-k failed"; }
 cat "$tmp/submit7.out"
+want_in "$tmp/submit7.out" "^# K=1: note: no rank of 1 is in --nsys 1" "--nsys 1: K=1 not reported as unprofiled"
 ! grep -q -- '--array=' "$tmp/submit7.out" || fail "--per-k submitted a job array"
 for k in 1 2; do
   want_in "$tmp/submit7.out" "^sbatch .*--job-name=qsgd-slurm-test-K$k .*--time=0-00:10:00 .*qsgd-allocation.sbatch --array-script .*/slurm/qsgd-array.sbatch --indices 0,1 --bench .*qsgd-bench-exchange --bench-args .* -- --manifest .* --ranks $k " \
@@ -612,6 +627,31 @@ assert all(int(r.get("ranks", r.get("K", -1))) == int(sys.argv[2]) for r in rows
 PY
 done
 grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$pk"/logs/collect-*.out || fail "--per-k: the collect job did not report 4 of 4"
+# --nsys 1 --nsys-steps 1:3: at K=2 one report per run, of rank 1 only, with
+# the two captured steps; K=1 has no rank 1 and ran without nsys.
+[ ! -e "$pk/profiles/mlp_allreduce_fp32_K1" ] && [ ! -e "$pk/profiles/mlp_allgather_elias-dense-4bit_K1" ] ||
+  fail "--nsys 1: a K=1 run was profiled"
+for id in mlp_allreduce_fp32_K2 mlp_allgather_elias-dense-4bit_K2; do
+  mapfile -t dirs < <(find "$pk/profiles/$id" -mindepth 1 -maxdepth 1 -type d -name 'job*-r0')
+  [ "${#dirs[@]}" -eq 1 ] || fail "--nsys: expected one attempt directory for $id, got ${dirs[*]:-none}"
+  d="${dirs[0]}"
+  want_in "$(ls "$pk"/logs/K2-alloc-*.out)" "qsgd-array: profile: $d " "--nsys: the K=2 log does not name $d"
+  [ -f "$d/$id.1.nsys-rep" ] || fail "--nsys: no report of rank 1 in $d ($(ls "$d"))"
+  [ ! -e "$d/$id.0.nsys-rep" ] && [ ! -e "$d/$id.0.qdstrm" ] || fail "--nsys 1: rank 0 was profiled too ($d)"
+  /usr/bin/python3 - "$d/summary.json" "$id" <<'PY' || fail "--nsys: the summary of $d"
+import json, sys
+s = json.load(open(sys.argv[1]))
+meta = s
+assert meta["run"] == sys.argv[2].rsplit("_K", 1)[0] and meta["K"] == 2, meta
+assert meta["profiled_ranks"] == "1" and meta["steps"] == "1:3" and meta["exit_status"] == 0, meta
+assert len(s["reports"]) == 1 and s["reports"][0].endswith(sys.argv[2] + ".1_nvtxsum.csv"), s["reports"]
+rows = {r["range"]: r for r in s["ranges"]}
+assert rows["train/capture"]["count"] == 1, rows.get("train/capture")
+# steps 1 and 2, and at most one more: nsys stops asynchronously
+assert 2 <= rows["train/step"]["count"] <= 3, rows["train/step"]
+assert "train/evaluate" not in rows, "the evaluation after the window was recorded"
+PY
+done
 
 ok=1
 say "PASS"

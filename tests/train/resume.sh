@@ -4,7 +4,8 @@
 # training losses and step counts, which come from the per-rank totals the
 # checkpoint carries); training time goes on from the checkpoint's.
 #   1. SIGKILL of every rank right after step 7, checkpoints every 3 steps:
-#      resumes from step 6.
+#      resumes from step 6. The trace keeps both attempts' provenance
+#      (/attempts/0 from step 0, /attempts/1 from step 6).
 #   2. SIGUSR1 to mpirun (which forwards it to the ranks) with
 #      --checkpoint-signal USR1 and no periodic checkpoints: the ranks agree
 #      on a step, checkpoint after it and exit with code 8; --resume goes on
@@ -44,9 +45,23 @@ QSGD_TEST_CRASH_AFTER_STEP=7 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]
   && fail "the crash hook did not stop the run"
 h5dump -H "$dir/run.h5" > /dev/null || fail "trace of the killed run does not open"
 [ "$(steps_in "$dir/run.h5")" = 7 ] || fail "killed run's trace holds $(steps_in "$dir/run.h5") steps, expected 7"
+sleep 1  # the resume's date (whole seconds) differs from the killed run's
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" --trace "$dir/run.h5" --checkpoint "$dir/ckpt" \
   --checkpoint-every 3 --resume 2> "$dir/resume.log" || { cat "$dir/resume.log"; fail "resume failed"; }
 same_as_ref "$dir/run.h5" "killed at step 7"
+[ "$(attempts_of "$dir/run.h5" | paste -sd' ')" = "0 6" ] ||
+  fail "the resumed trace's attempts start at steps '$(attempts_of "$dir/run.h5" | paste -sd' ')', expected '0 6'"
+[ "$(attempts_of "$dir/ref.h5" | paste -sd' ')" = 0 ] || fail "an uninterrupted run's trace does not hold one attempt"
+for i in 0 1; do
+  [ -n "$(attr "$dir/run.h5" "attempts/$i/date")" ] && [ -n "$(attr "$dir/run.h5" "attempts/$i/qsgd_git_hash")" ] ||
+    fail "attempt $i of the resumed trace lacks its date or build"
+done
+# The first attempt's provenance survives the resume: its date is the killed
+# run's own, a second or more before the resume's (which is the root's).
+[ "$(attr "$dir/run.h5" attempts/1/date)" = "$(attr "$dir/run.h5" date)" ] || fail "the root date is not the last attempt's"
+[ "$(attr "$dir/run.h5" attempts/0/date)" \< "$(attr "$dir/run.h5" attempts/1/date)" ] ||
+  fail "attempt 0's date $(attr "$dir/run.h5" attempts/0/date) is not before attempt 1's $(attr "$dir/run.h5" attempts/1/date)"
+echo "ok: the resumed trace records both attempts (first steps 0 and 6)"
 
 # 2. stopped by the checkpoint signal: steps slowed down (20 ms per gradient
 # hook, about 0.1 s a step) so that the signal comes mid-run.

@@ -222,6 +222,7 @@ TraceWriter::TraceWriter(std::string path, int ranks, Attributes attrs, bool res
     if (!resume) fail(path_ + " exists; traces are never overwritten (choose another output or resume the run)");
     load(check);
   }
+  attempts_.push_back(Attempt{0, attrs_});
 }
 
 void TraceWriter::add_step(const std::vector<StepRecord>& per_rank) {
@@ -236,6 +237,7 @@ void TraceWriter::truncate(std::int64_t steps_done, std::int32_t epochs_done) {
   while (!steps_.empty() && steps_.back().front().step >= steps_done) steps_.pop_back();
   while (!epochs_.empty() && epochs_.back().epoch >= epochs_done) epochs_.pop_back();
   while (!evals_.empty() && evals_.back().step > steps_done) evals_.pop_back();
+  attempts_.back().first_step = steps_done;
 }
 
 namespace {
@@ -301,6 +303,59 @@ void write_evals(hid_t file, const std::vector<EvalRecord>& evals) {
   write_dataset(g.id, "test_accuracy", acc, n, 0, "1", "fraction of the test set classified correctly");
 }
 
+// /attempts/<i>: attempt i's root attributes as it started, and first_step.
+void write_attempts(hid_t file, const std::vector<Attempt>& attempts) {
+  Handle g(H5Gcreate2(file, "attempts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "group attempts");
+  write_string_attr(g.id, "layout",
+                    "one group per start of the run (the first, then each resume), named 0, 1, ...: the root "
+                    "attributes as that attempt started, and first_step, the global step it started from");
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    const std::string name = std::to_string(i);
+    Handle a(H5Gcreate2(g.id, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "group attempts/" + name);
+    write_int_attr(a.id, "first_step", attempts[i].first_step);
+    for (const auto& [k, v] : attempts[i].attrs) write_string_attr(a.id, k, v);
+  }
+}
+
+// A string attribute of untrusted size (variable- or fixed-length).
+std::string read_string_attr(hid_t attr, const std::string& what, const std::string& path) {
+  Handle type(H5Aget_type(attr), H5Tclose, "type of " + what + " in " + path);
+  if (H5Tget_class(type.id) != H5T_STRING) fail(path + ": " + what + " is not a string");
+  Handle space(H5Aget_space(attr), H5Sclose, "dataspace of " + what + " in " + path);
+  if (H5Sget_simple_extent_npoints(space.id) != 1) fail(path + ": " + what + " is not a single string");
+  const htri_t variable = H5Tis_variable_str(type.id);
+  if (variable < 0) fail(path + ": cannot read the type of " + what);
+  // The memory type takes the file's character set: HDF5 does not convert
+  // between ASCII and UTF-8.
+  const H5T_cset_t cset = H5Tget_cset(type.id);
+  if (cset < 0) fail(path + ": cannot read the character set of " + what);
+  std::string out;
+  if (variable > 0) {
+    Handle mem(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+    H5Tset_size(mem.id, H5T_VARIABLE);
+    H5Tset_cset(mem.id, cset);
+    char* p = nullptr;
+    if (H5Aread(attr, mem.id, &p) < 0) fail(path + ": cannot read " + what);
+    if (p != nullptr) {
+      const std::size_t n = ::strnlen(p, max_attr_bytes + 1);
+      out.assign(p, std::min<std::size_t>(n, max_attr_bytes));
+      H5free_memory(p);
+      if (n > max_attr_bytes) fail(path + ": " + what + " is longer than the reader's limit of " +
+                                   std::to_string(max_attr_bytes) + " bytes");
+    }
+  } else {
+    const std::size_t n = H5Tget_size(type.id);
+    if (n == 0 || n > max_attr_bytes) fail(path + ": " + what + " has a size of " + std::to_string(n) + " bytes");
+    Handle mem(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+    H5Tset_size(mem.id, n);
+    H5Tset_cset(mem.id, cset);
+    std::vector<char> buf(n);
+    if (H5Aread(attr, mem.id, buf.data()) < 0) fail(path + ": cannot read " + what);
+    out.assign(buf.data(), ::strnlen(buf.data(), n));
+  }
+  return out;
+}
+
 }  // namespace
 
 void TraceWriter::flush() {
@@ -312,6 +367,7 @@ void TraceWriter::flush() {
     write_int_attr(file.id, "schema_version", schema_version);
     write_int_attr(file.id, "ranks", ranks_);
     for (const auto& [k, v] : attrs_) write_string_attr(file.id, k, v);
+    write_attempts(file.id, attempts_);
 
     const hsize_t rows = steps_.size(), cols = static_cast<hsize_t>(ranks_);
     Handle steps(H5Gcreate2(file.id, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "group steps");
@@ -404,6 +460,57 @@ void TraceWriter::load_evals(long long file, unsigned long long file_bytes) {
   for (hsize_t i = 0; i < n; ++i) evals_[i] = EvalRecord{step[i], epoch[i], tt[i], loss[i], acc[i]};
 }
 
+void TraceWriter::load_attempts(long long file, unsigned long long file_bytes) {
+  if (H5Lexists(file, "attempts", H5P_DEFAULT) <= 0) return;  // written before /attempts existed
+  Handle g(H5Gopen2(file, "attempts", H5P_DEFAULT), H5Gclose, path_ + ": /attempts is not a group");
+  H5G_info_t info;
+  if (H5Gget_info(g.id, &info) < 0) fail(path_ + ": cannot read /attempts");
+  if (info.nlinks > max_attempts)
+    fail(path_ + ": /attempts has " + std::to_string(info.nlinks) + " entries, more than the reader's limit of " +
+         std::to_string(max_attempts));
+  within_file(info.nlinks, 64, file_bytes, "/attempts", path_);
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const std::string name = std::to_string(i), where = "/attempts/" + name;
+    if (H5Lexists(g.id, name.c_str(), H5P_DEFAULT) <= 0) fail(path_ + ": " + where + " is missing");
+    Handle a(H5Gopen2(g.id, name.c_str(), H5P_DEFAULT), H5Gclose, path_ + ": " + where + " is not a group");
+    Attempt at;
+    {
+      Handle attr(H5Aopen(a.id, "first_step", H5P_DEFAULT), H5Aclose, path_ + ": " + where + " has no first_step");
+      long long first = 0;
+      if (H5Aread(attr.id, H5T_NATIVE_LLONG, &first) < 0) fail(path_ + ": cannot read " + where + "/first_step");
+      at.first_step = first;
+    }
+    // The attribute names, at most max_attempt_attrs + 1 (then refused).
+    struct Names {
+      std::vector<std::string> v;
+      bool name_too_long = false;
+    } names;
+    const auto collect = [](hid_t, const char* n, const H5A_info_t*, void* data) -> herr_t {
+      auto* out = static_cast<Names*>(data);
+      const std::size_t len = ::strnlen(n, 256);
+      if (len >= 256) {
+        out->name_too_long = true;
+        return 1;
+      }
+      out->v.emplace_back(n, len);
+      return out->v.size() > max_attempt_attrs ? 1 : 0;
+    };
+    if (H5Aiterate2(a.id, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
+      fail(path_ + ": cannot list the attributes of " + where);
+    if (names.name_too_long) fail(path_ + ": an attribute name of " + where + " is longer than 255 bytes");
+    if (names.v.size() > max_attempt_attrs)
+      fail(path_ + ": " + where + " has more attributes than the reader's limit of " +
+           std::to_string(max_attempt_attrs));
+    for (const std::string& key : names.v) {
+      if (key == "first_step") continue;
+      Handle attr(H5Aopen(a.id, key.c_str(), H5P_DEFAULT), H5Aclose,
+                  path_ + ": cannot open attribute '" + key + "' of " + where);
+      at.attrs[key] = read_string_attr(attr.id, where + " attribute '" + key + "'", path_);
+    }
+    attempts_.push_back(std::move(at));
+  }
+}
+
 void TraceWriter::load(Check check) {
   if (check == Check::seal_and_structure) verify_seal(path_);
   struct stat sb;
@@ -463,6 +570,7 @@ void TraceWriter::load(Check check) {
   const auto acc = read_dataset<double>(epochs.id, "test_accuracy", ne);
   epochs_.resize(ne);
   for (hsize_t i = 0; i < ne; ++i) epochs_[i] = EpochRecord{ep[i], et[i], trl[i], tel[i], acc[i], ns[i]};
+  load_attempts(file.id, file_bytes);
 }
 
 }  // namespace qsgd::trace

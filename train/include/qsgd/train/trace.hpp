@@ -63,6 +63,21 @@ struct EpochRecord {
 // Text attributes of the root group: provenance and configuration.
 using Attributes = std::map<std::string, std::string>;
 
+// One start of a run: the first, or a resume (--resume, a requeued Slurm
+// task). The root attributes describe the latest attempt; /attempts/<i>
+// keeps attempt i's as they were when it started (host, date, job, build),
+// with the global step it started from, so that steps run on other nodes or
+// by another job can be told apart.
+struct Attempt {
+  std::int64_t first_step = 0;
+  Attributes attrs;
+};
+// Limits of the reader for /attempts: attempts, attributes per attempt, and
+// bytes per attribute value.
+constexpr unsigned long long max_attempts = 1ull << 12;
+constexpr unsigned long long max_attempt_attrs = 256;
+constexpr unsigned long long max_attr_bytes = 1ull << 20;
+
 // Every trace file starts with a user block of checksum_block_bytes that
 // HDF5 skips: a magic string, the file's size and the CRC32C of everything
 // after the block (docs/traces.md). The writer seals each file it writes;
@@ -96,8 +111,12 @@ class TraceWriter {
   void set_attribute(const std::string& key, const std::string& value) { attrs_[key] = value; }
   void flush();  // atomic rewrite, see above
   // Keeps only what a resumed run does not redo: steps below `steps_done`
-  // (and the evaluations after them) and epochs below `epochs_done`.
+  // (and the evaluations after them) and epochs below `epochs_done`; this
+  // attempt starts at `steps_done`.
   void truncate(std::int64_t steps_done, std::int32_t epochs_done);
+  // Every attempt, this one last (earlier ones as loaded from the file; a
+  // file written before /attempts existed contributes none).
+  const std::vector<Attempt>& attempts() const { return attempts_; }
 
   std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
   std::int64_t last_step() const { return steps_.empty() ? -1 : steps_.back().front().step; }
@@ -108,12 +127,14 @@ class TraceWriter {
   // hid_t, hsize_t; file_bytes: the file's size, which bounds what it can hold
   void load_buckets(long long file, unsigned long long rows, unsigned long long cols, unsigned long long file_bytes);
   void load_evals(long long file, unsigned long long file_bytes);
+  void load_attempts(long long file, unsigned long long file_bytes);
   std::string path_;
   int ranks_;
   Attributes attrs_;
   std::vector<std::vector<StepRecord>> steps_;
   std::vector<EpochRecord> epochs_;
   std::vector<EvalRecord> evals_;
+  std::vector<Attempt> attempts_;
 };
 
 // HDF5 library version, e.g. "1.10.8".
