@@ -184,12 +184,12 @@ munge -n -S "$sock" | unmunge -S "$sock" >/dev/null || fail "munge/unmunge round
 host="$(hostname -s)"
 nodeline="$(slurmd -C | head -n 1)"
 [[ "$nodeline" == NodeName=* ]] || fail "slurmd -C printed '$nodeline'"
-# Slurm sees twice the cores there are (SlurmdParameters=config_overrides):
-# section 6 runs two 2-rank jobs at once, and slurmctld starts a job of
+# Slurm sees three times the cores there are (SlurmdParameters=config_overrides):
+# section 6 runs up to three 2-rank jobs at once, and slurmctld starts a job of
 # --ntasks-per-node=2 only on a node with 2 free CPUs, --overcommit or not
 # (measured with Slurm 22.05: the second job pends for Resources while the
 # first holds one CPU of two).
-nodeline="$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(CPUs|CoresPerSocket)=/) { split($i, kv, "="); $i = kv[1] "=" 2 * kv[2] } print }' <<<"$nodeline")"
+nodeline="$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(CPUs|CoresPerSocket)=/) { split($i, kv, "="); $i = kv[1] "=" 3 * kv[2] } print }' <<<"$nodeline")"
 port_free() { ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q .; }
 pick_ports() {  # pick_ports N: base of N consecutive free TCP ports
   local base p ok_
@@ -563,6 +563,8 @@ for i in 0 1; do
 done
 [ "$(attr "$t_a" "attempts/0/slurm_array_task")" = "${ids6a[0]}_0" ] || fail "6a: attempt 0 does not name its array task"
 
+hash_a="$(attr "$t_a" final_params_fnv1a)"
+
 # 6c: a checkpoint that cannot be loaded (here garbage, as a damaged file or
 # another build's would be): qsgd-train stops with exit code 9, the task
 # moves the checkpoint and the trace aside and requeues itself to start over.
@@ -570,6 +572,37 @@ echo "not a checkpoint" > "$rs_a/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt"
 echo "not a trace" > "$t_a"
 "$repo/slurm/qsgd-submit.sh" --sweep "$here/restart.conf" --cpu --out "$rs_a" --train "$train" \
   --no-collect >"$tmp/submit6d.out" 2>&1 || { cat "$tmp/submit6d.out"; fail "qsgd-submit.sh (6c) failed"; }
+
+# 6d: the same run as 6a in one allocation per K (--per-k), stopped by the
+# checkpoint signal mid-run: the allocation forwards it to the running
+# configuration, which checkpoints; the job requeues itself, and its next
+# start resumes the configuration to 6a's (the uncut run's) bits.
+# Its own sweep name: 6c's task of restart.conf is queued under the name.
+rs_d="$tmp/signal-perk"
+sed 's/^name .*/name = slurm-restart-perk/' "$here/restart.conf" >"$tmp/restart-perk.conf"
+"$repo/slurm/qsgd-submit.sh" --sweep "$tmp/restart-perk.conf" --cpu --out "$rs_d" --train "$train" --per-k --no-baseline \
+  --no-collect >"$tmp/submit6e.out" 2>&1 || { cat "$tmp/submit6e.out"; fail "qsgd-submit.sh --per-k (6d) failed"; }
+want_in "$tmp/submit6e.out" '^sbatch .*--signal=B:USR1@120 --requeue --open-mode=append .*qsgd-allocation.sbatch ' "6d: the sbatch line"
+mapfile -t ids6d < <(submitted_ids "$tmp/submit6e.out")
+t_d="$rs_d/traces/mlp_allgather_fixed-4bit_K2.h5"
+for _ in $(seq 60); do [ "$(job_states "${ids6d[0]}")" = "JobState=RUNNINGx1" ] && break; sleep 1; done
+[ "$(job_states "${ids6d[0]}")" = "JobState=RUNNINGx1" ] ||
+  fail "6d: job ${ids6d[0]} is not running 60 s after its submission: $(job_states "${ids6d[0]}")"
+for _ in $(seq 600); do [ "$(steps_in "$t_d")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
+[ "$(steps_in "$t_d")" -ge 16 ] 2>/dev/null || fail "6d: the run wrote no 16 steps in 60 s"
+scancel --batch --signal=USR1 "${ids6d[0]}" || fail "6d: scancel --signal failed"
+deadline=$((SECONDS + 150))
+until is_complete "$t_d"; do [ "$SECONDS" -lt "$deadline" ] || fail "6d: the run did not finish within 150 s"; sleep 1; done
+log="$(ls "$rs_d"/logs/K2-alloc-*.out)"
+want_in "$log" 'qsgd-allocation: stopped at the signal during configuration 0 .*; requeueing job' "6d: the allocation did not requeue itself"
+want_in "$log" 'resuming from .*/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt (restart 1 ' "6d: the requeued allocation did not resume"
+want_in "$log" 'qsgd-allocation: every configuration of K=2 is complete' "6d: the requeued allocation did not finish"
+[ "$(attr "$t_d" final_params_fnv1a)" = "$hash_a" ] ||
+  fail "6d: final parameters $(attr "$t_d" final_params_fnv1a), the uncut run's $hash_a"
+[ "$(data_of "$t_d" /steps/step | sort -n | uniq -d | wc -l)" = 0 ] && [ "$(data_of "$t_d" /steps/step | wc -l)" = 128 ] ||
+  fail "6d: the trace does not hold each of 128 steps once"
+[ "$(attempts_of "$t_d" | wc -l)" = 2 ] || fail "6d: the trace records $(attempts_of "$t_d" | wc -l) attempts, expected 2"
+say "6d (--per-k, signal, requeue): the run ended with the uncut run's parameters ($hash_a)"
 wait_empty 150
 log="$(ls -t "$rs_a"/logs/K2-*_0.out | head -n 1)"
 want_in "$log" 'moving the checkpoint qsgd-train could not resume from .*\.failed-' "6c: the unusable checkpoint was not moved aside"
