@@ -3,8 +3,8 @@
 // message names the file; it allocates only after the file's size matched
 // the parameter, rank and error feedback expectations (so in proportion to
 // the file); a state it returns is what the file holds (with error
-// feedback: the expected rank's state and ef21's mean), and saving a state
-// without error feedback again writes the same file.
+// feedback: the expected rank's state and ef21's mean; the exchange state),
+// and saving a state without error feedback again writes the same file.
 //
 // Input: u8 mode, then the file. Mode bit 0 re-seals the trailing CRC32C so
 // that mutations reach the fields behind it; bit 1 makes the run expect a
@@ -12,7 +12,8 @@
 // seeds), else the ones the file states, so that both the mismatch checks
 // and the size and allocation logic after them are reached; bit 2 makes it
 // expect the error feedback the file states (bits 4-7 pick the rank), else
-// none.
+// none; bit 3 makes it expect the exchange state's size the file states,
+// else none.
 
 #include <algorithm>
 #include <cstdint>
@@ -30,9 +31,9 @@ namespace {
 
 using namespace qsgd_fuzz;
 
-// checkpoint.hpp: magic, version, ranks, five u64, flags, error feedback;
-// then 32 bytes per rank.
-constexpr std::size_t head = 8 + 4 + 4 + 5 * 8 + 4 + 4;
+// checkpoint.hpp: magic, version, ranks, five u64, flags, error feedback,
+// the exchange state's size; then 32 bytes per rank.
+constexpr std::size_t head = 8 + 4 + 4 + 5 * 8 + 4 + 4 + 8;
 constexpr std::size_t rank_bytes = 32;
 // A model's size as the trainer passes it: the largest reference model has
 // about 20 M parameters; above this the harness expects this many instead.
@@ -82,10 +83,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // within what a run could hold: the harness lowers n, as a trainer would
   // never pass more.
   if (expect_fb != 0) expect_n = std::min(expect_n, max_expected_n / (expect_ranks + 1));
+  const std::uint64_t expect_state = (mode & 8) ? std::min(u64_at(b, 64), max_expected_n) : 0;
 
   qsgd::train::CheckpointState st;
   try {
-    st = qsgd::train::load_checkpoint(file.path(), expect_hash, expect_n, expect_ranks, expect_fb, rank);
+    st = qsgd::train::load_checkpoint(file.path(), expect_hash, expect_n, expect_ranks, expect_fb, rank, expect_state);
   } catch (const std::runtime_error& e) {
     QSGD_FUZZ_CHECK(std::string(e.what()).find(file.path()) != std::string::npos, "checkpoint.error-names-file",
                     "the message does not name the file: " << e.what());
@@ -97,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Accepted: the state is the file's content.
   const std::size_t body = head + rank_bytes * expect_ranks;
   const std::size_t fb_bytes = expect_fb == 0 ? 0 : 4 * expect_n * (expect_ranks + (expect_fb == 3 ? 1 : 0));
-  QSGD_FUZZ_CHECK(b.size() == body + 8 * expect_n + fb_bytes + 4, "checkpoint.accepted-size",
+  QSGD_FUZZ_CHECK(b.size() == body + 8 * expect_n + fb_bytes + 4 * expect_state + 4, "checkpoint.accepted-size",
                   "accepted a " << b.size() << "-byte file for " << expect_n << " parameters and " << expect_ranks
                                 << " ranks");
   QSGD_FUZZ_CHECK(st.config_hash == expect_hash && st.params.size() == expect_n && st.momentum.size() == expect_n &&
@@ -129,6 +131,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                       std::memcmp(st.feedback_mean.data(), b.data() + fb_at + 4 * expect_n * expect_ranks,
                                   4 * expect_n) == 0,
                   "checkpoint.accepted-fields", "ef21's mean differs from the file's");
+  QSGD_FUZZ_CHECK(st.exchange_state.size() == expect_state &&
+                      (expect_state == 0 ||
+                       std::memcmp(st.exchange_state.data(), b.data() + fb_at + fb_bytes, 4 * expect_state) == 0),
+                  "checkpoint.accepted-fields", "the exchange state differs from the file's");
   if (expect_fb != 0) return 0;  // a loaded state holds one rank's feedback: not a whole file to save
 
   // Saving the state writes the file back.

@@ -231,6 +231,13 @@ void checkpoint_seeds(const std::string& root, const std::string& scratch) {
       qsgd::train::save_checkpoint(scratch, st);
       out.write("n17-feedback" + std::to_string(fb), std::uint8_t(4 | 1 << 4), read_file(scratch));
     }
+    // With an exchange state (powersgd's Qs) after ef-unscaled's residuals,
+    // read with mode bits 2 and 3.
+    st.feedback = 2;
+    st.feedback_mean.clear();
+    st.exchange_state = {0.5f, -1.0f, 2.25f, 0.0f, -0.125f};
+    qsgd::train::save_checkpoint(scratch, st);
+    out.write("n17-exchange-state", std::uint8_t(4 | 8), read_file(scratch));
   }
   std::remove(scratch.c_str());
 }

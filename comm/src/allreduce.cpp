@@ -28,29 +28,6 @@
 
 namespace qsgd::comm::detail {
 
-// x[i] <- x[i] * w, one rounding. (A free function: CUDA lambdas may not sit
-// in non-public member functions.)
-template <class E, class View>
-void scale(const E& exec, const View& x, std::uint64_t n, float w) {
-  Kokkos::parallel_for(
-      "qsgd::comm::allreduce::scale", Kokkos::RangePolicy<E>(exec, 0, n),
-      KOKKOS_LAMBDA(std::uint64_t i) { x(i) = qsgd::detail::mul_rn(x(i), w); });
-}
-
-// out may alias own (in place), so no __restrict on them.
-inline void ring_sum_f32(const void* in, const void* own, void* out, std::size_t n) {
-  const float* __restrict a = static_cast<const float*>(in);
-  const float* b = static_cast<const float*>(own);
-  float* o = static_cast<float*>(out);
-  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
-}
-
-// The final x (1/K), applied by the block's owner before the ring allgather.
-inline void ring_scale_f32(void* data, std::size_t n, float w) {
-  float* x = static_cast<float*>(data);
-  for (std::size_t i = 0; i < n; ++i) x[i] = qsgd::detail::mul_rn(x[i], w);
-}
-
 namespace {
 
 template <class E>

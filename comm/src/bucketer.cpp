@@ -141,9 +141,13 @@ bool Bucketer<E>::any_in_flight() const {
 }
 
 template <class E>
-std::uint32_t Bucketer<E>::add(std::uint64_t n) {
+std::uint32_t Bucketer<E>::add(std::uint64_t n, std::uint64_t rows) {
   if (planned_) throw Error(Errc::invalid_argument, "Bucketer: add() after plan()");
+  if (rows > 1 && n % rows != 0)
+    throw Error(Errc::invalid_argument, "Bucketer: a tensor of " + std::to_string(n) + " elements is not a matrix of " +
+                                            std::to_string(rows) + " rows");
   sizes_.push_back(n);
+  rows_.push_back(rows > 1 ? rows : 0);
   return static_cast<std::uint32_t>(sizes_.size() - 1);
 }
 
@@ -154,6 +158,7 @@ void Bucketer<E>::plan() {
   // Every rank must have registered the same tensors with the same thresholds
   // and exchanges.
   std::uint64_t h = fnv1a(sizes_.data(), sizes_.size() * sizeof(std::uint64_t));
+  h = fnv1a(rows_.data(), rows_.size() * sizeof(std::uint64_t), h);  // the matrix layouts
   const std::uint64_t extra[] = {cfg_.fusion_bytes, cfg_.layer_filter, sizes_.size(),
                                  config_hash(compressed_.config(), comm.size()),
                                  config_hash(dense_.config(), comm.size())};
@@ -204,6 +209,14 @@ void Bucketer<E>::plan() {
   for (Bucket& b : buckets_) {
     b.buffer = values_view("qsgd::comm::fusion", b.length);  // zeroed: padding stays 0
     if (cfg_.report_sent && b.compressed) b.sent = values_view("qsgd::comm::sent", b.length);
+    if (!b.compressed) continue;
+    // The matrices of the bucket's vector (its operations' tensor id is its first tensor's).
+    std::vector<MatrixBlock> blocks;
+    for (std::size_t i = 0; i < b.tensors.size(); ++i) {
+      const std::uint32_t t = b.tensors[i];
+      if (rows_[t] > 1) blocks.push_back(MatrixBlock{b.offsets[i], rows_[t], sizes_[t] / rows_[t]});
+    }
+    compressed_.set_layout(b.tensors.front(), blocks);
   }
   pushed_.assign(sizes_.size(), 0);
   planned_ = true;

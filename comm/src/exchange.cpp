@@ -21,17 +21,19 @@ std::string to_string(StrategyKind k) {
     case StrategyKind::param_server: return "param-server";
     case StrategyKind::scatter_reduce: return "scatter-reduce";
     case StrategyKind::shared_scale: return "shared-scale";
+    case StrategyKind::powersgd: return "powersgd";
   }
   return "strategy#" + std::to_string(static_cast<int>(k));
 }
 
 StrategyKind parse_strategy(const std::string& name) {
   for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allreduce16, StrategyKind::allgather,
-                         StrategyKind::param_server, StrategyKind::scatter_reduce, StrategyKind::shared_scale})
+                         StrategyKind::param_server, StrategyKind::scatter_reduce, StrategyKind::shared_scale,
+                         StrategyKind::powersgd})
     if (name == to_string(k)) return k;
   throw Error(Errc::invalid_argument, "unknown strategy '" + name +
                                           "' (expected allreduce, allreduce16, allgather, param-server, "
-                                          "scatter-reduce or shared-scale)");
+                                          "scatter-reduce, shared-scale or powersgd)");
 }
 
 std::string to_string(Transport t) {
@@ -65,7 +67,9 @@ void raise_error(ErrorPolicy policy, const Communicator& comm, Errc code, int ex
 
 CodecConfig effective_codec(const ExchangeConfig& cfg) {
   CodecConfig c = cfg.codec;
-  if (cfg.strategy == StrategyKind::allreduce) c = CodecConfig{CodecKind::fp32, 0, 0, Norm::none, 0};
+  // allreduce moves fp32; powersgd moves fp32 factors and fp32 elements.
+  if (cfg.strategy == StrategyKind::allreduce || cfg.strategy == StrategyKind::powersgd)
+    c = CodecConfig{CodecKind::fp32, 0, 0, Norm::none, 0};
   if (cfg.strategy == StrategyKind::allreduce16)
     c = CodecConfig{c.codec == CodecKind::fp16 ? CodecKind::fp16 : CodecKind::bf16, 0, 0, Norm::none, 0};
   if (!is_quantized(c.codec)) {
@@ -89,7 +93,10 @@ std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks) {
       static_cast<std::uint64_t>(c.norm),
       c.chunk,
       cfg.seed,
-      static_cast<std::uint64_t>(cfg.strategy == StrategyKind::param_server ? cfg.server : 0),
+      // The strategy's own parameter: the server's rank, PowerSGD's rank r.
+      static_cast<std::uint64_t>(cfg.strategy == StrategyKind::param_server ? cfg.server
+                                 : cfg.strategy == StrategyKind::powersgd   ? cfg.powersgd_rank
+                                                                            : 0),
       static_cast<std::uint64_t>(ranks),
       static_cast<std::uint64_t>(effective_transport(cfg)),
       effective_transport(cfg) == Transport::ring ? cfg.segment_bytes : 0,
@@ -178,6 +185,8 @@ std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const C
   if (cfg.segment_bytes == 0 || cfg.window == 0)
     throw Error(Errc::invalid_argument, "exchange: segment_bytes and window must be at least 1");
   if (cfg.strategy == StrategyKind::shared_scale) check_shared_scale(cfg.codec, comm.size());
+  if (cfg.strategy == StrategyKind::powersgd && cfg.powersgd_rank == 0)
+    throw Error(Errc::invalid_argument, "powersgd: the rank r must be at least 1");
   switch (cfg.strategy) {
     case StrategyKind::allreduce: return detail::make_allreduce(cfg, comm, exec);
     case StrategyKind::allreduce16: return detail::make_allreduce16(cfg, comm, exec);
@@ -185,6 +194,7 @@ std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const C
     case StrategyKind::param_server: return detail::make_param_server(cfg, comm, exec);
     case StrategyKind::scatter_reduce:
     case StrategyKind::shared_scale: return detail::make_scatter_reduce(cfg, comm, exec);
+    case StrategyKind::powersgd: return detail::make_powersgd(cfg, comm, exec);
   }
   throw Error(Errc::invalid_argument,
               "make_exchange: unknown strategy " + std::to_string(static_cast<int>(cfg.strategy)));

@@ -138,6 +138,58 @@ inline std::vector<float> run(qsgd::comm::Exchange<Exec>& ex, const std::vector<
   return to_host(out, grad.size());
 }
 
+// PowerSGD in double (comm/src/powersgd.cpp, the paper's algorithm), the
+// reference of its tests: one step over every rank's gradient (grads[r]),
+// with the compressed blocks of `layout` (those paying 2x at rank r) and
+// their Qs in `q` (layout order, updated: the warm start). Elements outside
+// the compressed blocks are the plain average.
+inline std::vector<double> powersgd_reference(const std::vector<std::vector<float>>& grads,
+                                              const std::vector<qsgd::comm::MatrixBlock>& layout, std::uint32_t r,
+                                              std::vector<double>& q) {
+  const std::size_t K = grads.size(), n = grads[0].size();
+  std::vector<double> out(n, 0.0);
+  for (const auto& g : grads)
+    for (std::size_t i = 0; i < n; ++i) out[i] += g[i] / static_cast<double>(K);
+  std::size_t q_off = 0;
+  for (const auto& b : layout) {
+    if (b.rows * b.cols < 2 * std::uint64_t(r) * (b.rows + b.cols)) continue;
+    const std::size_t R = b.rows, C = b.cols;
+    auto m = [&](std::size_t k, std::size_t a, std::size_t c) { return double(grads[k][b.offset + a * C + c]); };
+    std::vector<double> p(R * r, 0.0), qn(C * r, 0.0);
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t a = 0; a < R; ++a)
+        for (std::size_t c = 0; c < r; ++c)
+          for (std::size_t j = 0; j < C; ++j) p[a * r + c] += m(k, a, j) * q[q_off + j * r + c] / K;
+    for (std::size_t c = 0; c < r; ++c) {  // modified Gram-Schmidt, twice; dependent columns become 0
+      double before = 0;
+      for (std::size_t a = 0; a < R; ++a) before += p[a * r + c] * p[a * r + c];
+      for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t j = 0; j < c; ++j) {
+          double dot = 0;
+          for (std::size_t a = 0; a < R; ++a) dot += p[a * r + j] * p[a * r + c];
+          for (std::size_t a = 0; a < R; ++a) p[a * r + c] -= dot * p[a * r + j];
+        }
+      double nn = 0;
+      for (std::size_t a = 0; a < R; ++a) nn += p[a * r + c] * p[a * r + c];
+      const bool keep = nn > 0 && nn > 1e-10 * before;
+      for (std::size_t a = 0; a < R; ++a) p[a * r + c] = keep ? p[a * r + c] / std::sqrt(nn) : 0.0;
+    }
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t j = 0; j < C; ++j)
+        for (std::size_t c = 0; c < r; ++c)
+          for (std::size_t a = 0; a < R; ++a) qn[j * r + c] += m(k, a, j) * p[a * r + c] / K;
+    for (std::size_t a = 0; a < R; ++a)
+      for (std::size_t j = 0; j < C; ++j) {
+        double v = 0;
+        for (std::size_t c = 0; c < r; ++c) v += p[a * r + c] * qn[j * r + c];
+        out[b.offset + a * C + j] = v;
+      }
+    std::copy(qn.begin(), qn.end(), q.begin() + static_cast<std::ptrdiff_t>(q_off));
+    q_off += C * r;
+  }
+  return out;
+}
+
 // Number of quantization stages (1, or 2 with requantization) of a strategy.
 inline int stages(StrategyKind k) {
   return k == StrategyKind::param_server || k == StrategyKind::scatter_reduce ? 2 : 1;

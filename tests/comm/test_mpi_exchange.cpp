@@ -378,6 +378,58 @@ TEST(Exchange, SentIsThisRanksDecodedContribution) {
   }
 }
 
+// PowerSGD at K ranks: every rank holds the same bits, and they follow the
+// double reference over all ranks' gradients (the same initial Q, from
+// state()) for three warm-started steps, on both transports; the elements
+// outside the compressed matrix (a vector, a tail, and a 6 x 6 matrix that
+// would not pay 2x at r = 2) are the plain average; `sent` is the shared
+// approximation in the compressed matrix and the rank's own gradient
+// elsewhere, and the bytes follow the two allreduces' formula.
+TEST(Exchange, PowerSgdGivesEveryRankTheReferenceProjection) {
+  const Communicator comm = Communicator::world();
+  const int K = comm.size(), me = comm.rank();
+  const std::uint64_t seed = 23, R = 30, C = 20, n = 5 + R * C + 36 + 7;
+  const std::uint32_t r = 2;
+  const std::vector<qsgd::comm::MatrixBlock> layout = {{5, R, C}, {5 + R * C, 6, 6}};
+  std::vector<std::vector<float>> all;
+  for (int k = 0; k < K; ++k) all.push_back(gradient(seed, k, n));
+  const auto exact = exact_average(seed, K, n);
+  for (const auto t : {Transport::ring, Transport::library}) {
+    auto cfg = config(StrategyKind::powersgd, codec(CodecKind::fp32), seed);
+    cfg.powersgd_rank = r;
+    cfg.transport = t;
+    cfg.segment_bytes = 256;  // several ring segments
+    auto ex = make_exchange(cfg, comm);
+    ex->set_layout(2, layout);
+    const auto s0 = ex->state();
+    std::vector<double> q(s0.begin(), s0.end());
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      Values g = to_device(all[static_cast<std::size_t>(me)]), o("test::out", n), sent("test::sent", n);
+      ex->wait(ex->start(g, o, 2, step, sent));
+      const auto out = to_host(o, n);
+      const auto ref = powersgd_reference(all, layout, r, q);
+      double scale = 0;
+      for (double x : ref) scale = std::max(scale, std::fabs(x));
+      const std::string what = "transport " + qsgd::comm::to_string(t) + " K " + std::to_string(K) + " step " +
+                               std::to_string(step);
+      EXPECT_TRUE(identical_on_all_ranks(comm, out)) << what;
+      const auto sent_h = to_host(sent, n);
+      const auto& own = all[static_cast<std::size_t>(me)];
+      for (std::uint64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(out[i], ref[i], 1e-4 * scale) << what << " i " << i;
+        const bool compressed = i >= 5 && i < 5 + R * C;
+        EXPECT_EQ(sent_h[i], compressed ? out[i] : own[i]) << what << " sent " << i;
+        if (!compressed) {
+          EXPECT_NEAR(out[i], exact[i], (K + 1) * 0x1.0p-23 * 4 * std::fabs(exact[i]) + 1e-6) << what;
+        }
+      }
+      const std::uint64_t floats = R * r + (n - R * C) + C * r;
+      EXPECT_EQ(ex->last_stats().wire_bytes, 2 * std::uint64_t(K - 1) * 4 * floats / std::uint64_t(K)) << what;
+    }
+    EXPECT_TRUE(identical_on_all_ranks(comm, ex->state()));
+  }
+}
+
 TEST(Exchange, SharedScaleRefusesWhatItCannotCarry) {
   const Communicator comm = Communicator::world();
   const int K = comm.size();

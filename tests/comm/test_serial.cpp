@@ -341,6 +341,122 @@ TEST(Bucketer, PlansBucketsWithFilterFusionAndAlignment) {
   EXPECT_THROW(bk.wait(0, out), qsgd::Error);  // bucket not complete
 }
 
+// ---- PowerSGD ----------------------------------------------------------------
+
+using qsgd::comm::MatrixBlock;
+
+ExchangePtr powersgd(std::uint32_t r, const Communicator& comm) {
+  auto cfg = config(StrategyKind::powersgd, codec(CodecKind::fp32), 5);
+  cfg.powersgd_rank = r;
+  return make_exchange(cfg, comm);
+}
+
+std::vector<double> state_of(const qsgd::comm::Exchange<Exec>& ex) {
+  const auto s = ex.state();
+  return std::vector<double>(s.begin(), s.end());
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+// A 48 x 40 matrix of rank 3 (U V^T) between a 7-element vector and a
+// 5-element tail: at r = 4 one step reconstructs it (P spans its column
+// space), and the vector and tail come back as they are (K = 1).
+TEST(PowerSgd, ReconstructsAMatrixOfRankAtMostR) {
+  const auto comm = Communicator::serial();
+  const std::uint64_t R = 48, C = 40, n = 7 + R * C + 5;
+  std::vector<float> g(n);
+  for (std::uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(normal(3, 0, i));
+  for (std::uint64_t a = 0; a < R; ++a)
+    for (std::uint64_t b = 0; b < C; ++b) {
+      double v = 0;
+      for (int k = 0; k < 3; ++k) v += normal(4, k, a) * normal(5, k, b);
+      g[7 + a * C + b] = static_cast<float>(v);
+    }
+  auto ex = powersgd(4, comm);
+  ex->set_layout(0, {MatrixBlock{7, R, C}});
+  const auto out = run(*ex, g, 0, 0);
+  const double m = max_abs(g);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (i < 7 || i >= 7 + R * C) {
+      EXPECT_EQ(out[i], g[i]) << i;  // averaged exactly: one rank
+    } else {
+      EXPECT_NEAR(out[i], g[i], 1e-5 * m) << i;
+    }
+  }
+}
+
+// Three steps of a full-rank matrix against the double reference (the same
+// initial Q, taken from state()), warm-started: the approximation error does
+// not grow from step to step (subspace iteration), and the kept Q follows the
+// reference's. A matrix too small to pay 2x (6 x 6 at r = 2: 36 < 48) is
+// averaged exactly.
+TEST(PowerSgd, MatchesTheDoubleReferenceStepAfterStep) {
+  const auto comm = Communicator::serial();
+  const std::uint64_t R = 40, C = 30, n = R * C + 36;
+  std::vector<float> g(n);
+  for (std::uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(normal(6, 0, i));
+  const std::vector<MatrixBlock> layout = {MatrixBlock{0, R, C}, MatrixBlock{R * C, 6, 6}};
+  auto ex = powersgd(2, comm);
+  ex->set_layout(3, layout);
+  std::vector<double> q = state_of(*ex);
+  ASSERT_EQ(q.size(), C * 2);
+  double last_err = 1e300;
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const auto out = run(*ex, g, 3, step);
+    const auto ref = qsgd_comm_test::powersgd_reference({g}, layout, 2, q);
+    double err = 0, scale = 0;
+    for (std::uint64_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(ref[i]));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(out[i], ref[i], 1e-4 * scale) << "step " << step << " i " << i;
+      if (i < R * C) err += (out[i] - g[i]) * (out[i] - g[i]);
+      else EXPECT_EQ(out[i], g[i]) << i;
+    }
+    EXPECT_LE(err, last_err * (1 + 1e-6)) << "step " << step;
+    last_err = err;
+    const auto st = state_of(*ex);
+    double qmax = 0;
+    for (double x : q) qmax = std::max(qmax, std::fabs(x));
+    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(st[i], q[i], 1e-4 * qmax) << "Q " << i;
+  }
+}
+
+// The warm start survives a checkpoint: an exchange given another's state()
+// continues with the same bits; a state of the wrong size is refused, as are
+// overlapping or unsorted layouts and one that reaches past the vector.
+TEST(PowerSgd, StateCarriesTheWarmStartAndBadInputIsRefused) {
+  const auto comm = Communicator::serial();
+  const std::uint64_t R = 32, C = 24, n = R * C;
+  std::vector<float> g(n);
+  for (std::uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(normal(7, 0, i));
+  const std::vector<MatrixBlock> layout = {MatrixBlock{0, R, C}};
+  auto a = powersgd(3, comm);
+  a->set_layout(0, layout);
+  run(*a, g, 0, 0);
+  run(*a, g, 0, 1);
+  auto b = powersgd(3, comm);
+  b->set_layout(0, layout);
+  b->load_state(a->state());
+  EXPECT_TRUE(same_bits(run(*a, g, 0, 2), run(*b, g, 0, 2)));
+  auto fresh = powersgd(3, comm);
+  fresh->set_layout(0, layout);
+  EXPECT_FALSE(same_bits(run(*a, g, 0, 3), run(*fresh, g, 0, 3)));  // the warm start matters
+  EXPECT_THROW(b->load_state(std::vector<float>(5)), qsgd::Error);
+  EXPECT_THROW(b->set_layout(1, {MatrixBlock{0, 4, 4}, MatrixBlock{8, 4, 4}}), qsgd::Error);  // overlap
+  EXPECT_THROW(b->set_layout(1, {MatrixBlock{0, 0, 4}}), qsgd::Error);                      // empty
+  b->set_layout(2, {MatrixBlock{0, R, C + 1}});
+  EXPECT_THROW(run(*b, g, 2, 0), std::exception);  // past the vector's end
+  auto other = make_exchange(config(StrategyKind::allgather, codec(CodecKind::fixed)), comm);
+  EXPECT_TRUE(other->state().empty());
+  EXPECT_THROW(other->load_state(std::vector<float>(1)), qsgd::Error);
+  auto cfg = config(StrategyKind::powersgd, codec(CodecKind::fp32));
+  cfg.powersgd_rank = 0;
+  EXPECT_THROW(make_exchange(cfg, comm), qsgd::Error);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -16,6 +16,8 @@
 #   4. error feedback (ef21: every rank's own state and the shared mean, and
 #      ef on scatter-reduce), killed after step 7: the checkpoint carries the
 #      ranks' states, and the resumed run ends with the uninterrupted one's bits.
+#   5. powersgd (rank 2, ef-unscaled), killed after step 7: the checkpoint
+#      carries every matrix's warm-start Q (the exchange's state) as well.
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 mpirun=$1 train=$2
@@ -116,3 +118,12 @@ for fb in "ef21 allgather" "ef scatter-reduce"; do
     --checkpoint-every 3 --resume 2> "$dir/$kind-resume.log" || { cat "$dir/$kind-resume.log"; fail "$kind: resume failed"; }
   same_as_ref "$dir/$kind.h5" "$kind on $strategy, killed at step 7" "$dir/$kind-ref.h5"
 done
+
+# 5. powersgd: its warm start (every matrix's Q) goes through the checkpoint.
+psa=("${args[@]}" --strategy powersgd --powersgd-rank 2 --error-feedback ef-unscaled)
+"$mpirun" -np 2 --oversubscribe "$train" "${psa[@]}" --trace "$dir/psgd-ref.h5" || fail "powersgd: reference run failed"
+QSGD_TEST_CRASH_AFTER_STEP=7 "$mpirun" -np 2 --oversubscribe "$train" "${psa[@]}" --trace "$dir/psgd.h5" \
+  --checkpoint "$dir/psgd.ckpt" --checkpoint-every 3 > "$dir/psgd-crash.log" 2>&1 && fail "powersgd: the crash hook did not stop the run"
+"$mpirun" -np 2 --oversubscribe "$train" "${psa[@]}" --trace "$dir/psgd.h5" --checkpoint "$dir/psgd.ckpt" \
+  --checkpoint-every 3 --resume 2> "$dir/psgd-resume.log" || { cat "$dir/psgd-resume.log"; fail "powersgd: resume failed"; }
+same_as_ref "$dir/psgd.h5" "powersgd rank 2 + ef-unscaled, killed at step 7" "$dir/psgd-ref.h5"

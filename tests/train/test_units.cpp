@@ -64,6 +64,8 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
       {{"--error-feedback", "ef"}, "allreduce / fp32 is exact"},
       {{"--error-feedback", "ef21", "--strategy", "allgather"}, "allgather / fp32 is exact"},
       {{"--error-feedback", "ef", "--strategy", "allreduce16"}, "allreduce16 / bf16 rounds its sums on the way"},
+      {{"--strategy", "powersgd", "--powersgd-rank", "0"}, "--powersgd-rank must be at least 1"},
+      {{"--strategy", "powersgd", "--error-feedback", "ef21"}, "powersgd's error feedback is ef-unscaled"},
   };
   for (const auto& [args, want] : cases) {
     const std::string got = refusal(args);
@@ -77,6 +79,17 @@ TEST(Options, ErrorFeedbackIsPartOfTheRunIdentity) {
   EXPECT_EQ(ef.feedback, qsgd::Feedback::ef);
   EXPECT_NE(plain.to_json(), ef.to_json());
   EXPECT_NE(ef.describe().find("+ef"), std::string::npos) << ef.describe();
+}
+
+TEST(Options, PowerSgdRankIsPartOfItsRunIdentityOnly) {
+  const auto r2 = parse({"--strategy", "powersgd", "--powersgd-rank", "2", "--error-feedback", "ef-unscaled"});
+  const auto r4 = parse({"--strategy", "powersgd", "--error-feedback", "ef-unscaled"});
+  EXPECT_EQ(r4.powersgd_rank, 4u);
+  EXPECT_EQ(r2.exchange_config().powersgd_rank, 2u);
+  EXPECT_NE(r2.to_json(), r4.to_json());
+  EXPECT_NE(r2.describe().find("powersgd rank 2 +ef-unscaled"), std::string::npos) << r2.describe();
+  // Another strategy's configuration does not carry the rank.
+  EXPECT_EQ(parse({"--powersgd-rank", "2"}).to_json(), parse({}).to_json());
 }
 
 TEST(Options, CheckpointSignalIsTakenByNameAndLeftOutOfTheRunIdentity) {
@@ -140,7 +153,7 @@ TEST(Checkpoint, RoundTripsEveryFieldAndEveryRanksTotals) {
   const TempPath f;
   const auto st = sample_state(9, 3);
   qt::save_checkpoint(f.path, st);
-  EXPECT_EQ(bytes_of(f.path).size(), 64u + 3 * 32 + 9 * 8 + 4);  // the layout of checkpoint.hpp
+  EXPECT_EQ(bytes_of(f.path).size(), 72u + 3 * 32 + 9 * 8 + 4);  // the layout of checkpoint.hpp
   const auto back = qt::load_checkpoint(f.path, st.config_hash, 9, 3);
   EXPECT_EQ(back.step, st.step);
   EXPECT_EQ(back.epoch, st.epoch);
@@ -189,7 +202,7 @@ TEST(Checkpoint, AnOlderFormatVersionIsRefusedByName) {
   auto b = bytes_of(f.path);
   b[8] = 1;  // the version word: a version-1 file (no per-rank totals)
   std::ofstream(f.path, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
-  EXPECT_NE(load_error(f.path, 0x1234567890abcdefull, 5, 2).find("has format version 1 (this build reads version 3)"),
+  EXPECT_NE(load_error(f.path, 0x1234567890abcdefull, 5, 2).find("has format version 1 (this build reads version 4)"),
             std::string::npos);
 }
 
@@ -202,7 +215,7 @@ TEST(Checkpoint, ErrorFeedbackStatesRoundTripPerRank) {
   for (std::size_t i = 0; i < 3 * 4; ++i) st.feedback_state.push_back(0.25f * static_cast<float>(i) - 2.0f);
   st.feedback_mean = {1.5f, -0.5f, 0.0f, 8.0f};
   qt::save_checkpoint(f.path, st);
-  EXPECT_EQ(bytes_of(f.path).size(), 64u + 3 * 32 + 4 * 8 + 3 * 4 * 4 + 4 * 4 + 4);
+  EXPECT_EQ(bytes_of(f.path).size(), 72u + 3 * 32 + 4 * 8 + 3 * 4 * 4 + 4 * 4 + 4);
   for (std::uint64_t r = 0; r < 3; ++r) {
     const auto back = qt::load_checkpoint(f.path, st.config_hash, 4, 3, st.feedback, r);
     EXPECT_EQ(back.feedback, st.feedback);
@@ -222,12 +235,35 @@ TEST(Checkpoint, ErrorFeedbackStatesRoundTripPerRank) {
             std::string::npos);
 }
 
+// The compressed exchange's state (powersgd's Qs) goes in after the error
+// feedback section and comes back whole on every rank; a run expecting
+// another size is refused, naming it.
+TEST(Checkpoint, ExchangeStateRoundTrips) {
+  const TempPath f;
+  auto st = sample_state(4, 2);
+  st.feedback = static_cast<std::uint32_t>(qsgd::Feedback::ef_unscaled);
+  for (std::size_t i = 0; i < 2 * 4; ++i) st.feedback_state.push_back(static_cast<float>(i));
+  st.exchange_state = {0.5f, -1.25f, 3.0f};
+  qt::save_checkpoint(f.path, st);
+  EXPECT_EQ(bytes_of(f.path).size(), 72u + 2 * 32 + 4 * 8 + 2 * 4 * 4 + 3 * 4 + 4);
+  const auto back = qt::load_checkpoint(f.path, st.config_hash, 4, 2, st.feedback, 1, 3);
+  EXPECT_EQ(back.exchange_state, st.exchange_state);
+  EXPECT_EQ(back.feedback_state, std::vector<float>({4, 5, 6, 7}));
+  std::string why;
+  try {
+    qt::load_checkpoint(f.path, st.config_hash, 4, 2, st.feedback, 0, 5);
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("holds 3 values of exchange state (powersgd's Qs), this run has 5"), std::string::npos) << why;
+}
+
 TEST(Checkpoint, AFlippedBitFailsTheChecksum) {
   const TempPath f;
   const auto st = sample_state(5, 2);
   qt::save_checkpoint(f.path, st);
   auto b = bytes_of(f.path);
-  b[64 + 8] ^= 0x10;  // rank 0's epoch time
+  b[72 + 8] ^= 0x10;  // rank 0's epoch time
   std::ofstream(f.path, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
   EXPECT_NE(load_error(f.path, st.config_hash, 5, 2).find("fails its checksum"), std::string::npos);
 }

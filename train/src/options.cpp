@@ -90,13 +90,15 @@ optimization:
   --lr X (0.05)  --momentum X (0.9)  --weight-decay X (0)  --warmup STEPS (0)
   --lr-decay constant|cosine|step  --seed N (1)
 exchange:
-  --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce|shared-scale (allreduce)
+  --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce|shared-scale|powersgd (allreduce)
+  --powersgd-rank R (4)  powersgd: rank-R factors of every weight matrix that pays 2x, warm-started
   --codec fp32|fp16|bf16|fixed|elias-dense|elias-sparse|rans (fp32; allreduce ignores it)
   --bits B       paper convention: s = 2^B levels ("4-bit" = s 16)
   --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)
   --s S  --d D (512; 0 = one bucket)  --norm max|l2
   --fusion-mb MB (8)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
-  --error-feedback none|ef|ef-unscaled|ef21 (none): residuals per tensor, C = Q/B (ef, ef21) or Q
+  --error-feedback none|ef|ef-unscaled|ef21 (none): residuals per tensor, C = Q/B (ef, ef21) or Q;
+                 powersgd: ef-unscaled (the residual of the shared approximation)
   --transport ring|library (ring)  --segment-kb KB (4096)  --window N (8)
   --progress thread|hooks (thread: a thread polls the network during backward)  --poll-us US (100)
   --synthetic-backward-ms X (test hook: X ms of extra backward per gradient)
@@ -182,6 +184,7 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--transport") o.transport = comm::parse_transport(val());
     else if (a == "--segment-kb") o.segment_kb = parse_count(a, val());
     else if (a == "--window") o.window = to_uint32(a, val());
+    else if (a == "--powersgd-rank") o.powersgd_rank = to_uint32(a, val());
     else if (a == "--progress") {
       const std::string v = val();
       if (v != "thread" && v != "hooks") bad("--progress must be thread or hooks");
@@ -243,9 +246,15 @@ void check_together(Options& o, bool bits_given) {
   if (o.synthetic_backward_ms < 0) bad("--synthetic-backward-ms must not be negative");
   if (o.target_accuracy < 0 || o.target_accuracy > 1) bad("--target-accuracy must be in [0, 1]");
   o.codec = comm::effective_codec(o.exchange_config()).codec;  // the strategy's rule (exchange.hpp)
-  if (o.feedback != Feedback::none && (o.strategy == comm::StrategyKind::allreduce16 || o.codec == CodecKind::fp32))
+  const bool powersgd = o.strategy == comm::StrategyKind::powersgd;
+  if (powersgd && o.powersgd_rank == 0) bad("--powersgd-rank must be at least 1");
+  if (powersgd && o.feedback != Feedback::none && o.feedback != Feedback::ef_unscaled)
+    bad("powersgd's error feedback is ef-unscaled (the residual of the shared low-rank approximation); " +
+        to_string(o.feedback) + " scales by a quantizer's bound or keeps per-rank states it has not");
+  if (!powersgd && o.feedback != Feedback::none &&
+      (o.strategy == comm::StrategyKind::allreduce16 || o.codec == CodecKind::fp32))
     bad("--error-feedback needs a strategy whose first stage codes each rank's gradient lossily (allgather, "
-        "param-server, scatter-reduce or shared-scale with a codec other than fp32): " +
+        "param-server, scatter-reduce or shared-scale with a codec other than fp32, or powersgd): " +
         comm::to_string(o.strategy) + " / " + to_string(o.codec) +
         (o.codec == CodecKind::fp32 ? " is exact" : " rounds its sums on the way"));
   if (is_quantized(o.codec) && !bits_given) o.naming = "4bit(paper,s=16)";
@@ -269,12 +278,15 @@ comm::ExchangeConfig Options::exchange_config() const {
   cfg.transport = transport;
   cfg.segment_bytes = static_cast<std::uint64_t>(segment_kb) << 10;
   cfg.window = window;
+  cfg.powersgd_rank = powersgd_rank;
   return cfg;
 }
 
 std::string Options::describe() const {
   std::ostringstream os;
-  os << to_string(model) << " on " << to_string(dataset) << ", " << comm::to_string(strategy) << " / " << to_string(codec);
+  os << to_string(model) << " on " << to_string(dataset) << ", " << comm::to_string(strategy);
+  if (strategy == comm::StrategyKind::powersgd) os << " rank " << powersgd_rank;
+  else os << " / " << to_string(codec);
   if (is_quantized(codec)) os << " " << naming << " d=" << d << " " << to_string(norm);
   if (feedback != Feedback::none) os << " +" << to_string(feedback);
   os << ", batch " << batch << "/rank";
@@ -304,6 +316,7 @@ std::string Options::to_json() const {
   j["lr_decay"] = to_string(lr_decay);
   j["seed"] = seed;
   j["strategy"] = comm::to_string(strategy);
+  if (strategy == comm::StrategyKind::powersgd) j["powersgd_rank"] = powersgd_rank;
   j["codec"] = to_string(codec);
   j["s"] = s;
   j["d"] = d;

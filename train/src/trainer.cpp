@@ -234,7 +234,9 @@ struct Trainer::Impl {
         sampler(data.train_size(), comm.rank(), comm.size(), opts.seed),
         gather(comm) {
     bucketer = std::make_unique<qc::Bucketer<Exec>>(*compressed, *dense, bucketer_config(o));
-    for (const auto& t : model->tensors()) bucketer->add(t.size);
+    // Weights as matrices (rows: the first dimension, as PyTorch's PowerSGD
+    // hook views them), for the strategies that compress matrices.
+    for (const auto& t : model->tensors()) bucketer->add(t.size, t.shape.size() >= 2 ? t.shape[0] : 0);
     bucketer->plan();
     feedback = make_feedback();
 
@@ -308,7 +310,8 @@ struct Trainer::Impl {
     std::string why;
     try {
       st = load_checkpoint(o.checkpoint, run_hash, P, static_cast<std::uint64_t>(K),
-                           static_cast<std::uint32_t>(o.feedback), static_cast<std::uint64_t>(rank));
+                           static_cast<std::uint32_t>(o.feedback), static_cast<std::uint64_t>(rank),
+                           compressed->state().size());
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -326,6 +329,7 @@ struct Trainer::Impl {
     Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hm(const_cast<float*>(st.momentum.data()), P);
     Kokkos::deep_copy(model->store().params(), hp);
     Kokkos::deep_copy(sgd->momentum_buffer(), hm);
+    compressed->load_state(st.exchange_state);  // powersgd's warm start
     if (o.feedback != Feedback::none) {
       using Host = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
       Kokkos::deep_copy(feedback->state(), Host(st.feedback_state.data(), P));
@@ -411,6 +415,7 @@ struct Trainer::Impl {
         auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), feedback->mean());
         st.feedback_mean.assign(m.data(), m.data() + P);
       }
+      st.exchange_state = compressed->state();  // the same on every rank
       save_checkpoint(o.checkpoint, st);
     }
     comm.barrier(at("checkpoint barrier", step));

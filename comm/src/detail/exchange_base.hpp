@@ -38,6 +38,30 @@ constexpr std::uint32_t requant_flag = 0x80000000u;  // RngKey.rank of a requant
 
 inline std::uint64_t words_of(std::size_t bytes) { return (bytes + 7) / 8; }
 
+// The fp32 ring allreduce's operators (RingReduce, p2p.hpp): the sum of a
+// received segment and this rank's (out may alias own: in place, so no
+// __restrict on them), and the final x w that each block's owner applies
+// before the ring allgather.
+inline void ring_sum_f32(const void* in, const void* own, void* out, std::size_t n) {
+  const float* __restrict a = static_cast<const float*>(in);
+  const float* b = static_cast<const float*>(own);
+  float* o = static_cast<float*>(out);
+  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+}
+// x[i] <- x[i] * w, one rounding, on the device (the library allreduce's
+// x (1/K)). A free function: CUDA lambdas may not sit in non-public member
+// functions.
+template <class E, class View>
+void scale(const E& exec, const View& x, std::uint64_t n, float w) {
+  Kokkos::parallel_for(
+      "qsgd::comm::scale", Kokkos::RangePolicy<E>(exec, 0, n),
+      KOKKOS_LAMBDA(std::uint64_t i) { x(i) = qsgd::detail::mul_rn(x(i), w); });
+}
+inline void ring_scale_f32(void* data, std::size_t n, float w) {
+  float* x = static_cast<float*>(data);
+  for (std::size_t i = 0; i < n; ++i) x[i] = qsgd::detail::mul_rn(x[i], w);
+}
+
 // The NVTX range comm/<strategy> of one operation: opened by start(), closed
 // when wait() returns or the operation fails (start/end, not push/pop: the
 // two ends are different calls, and operations overlap). Closed at most once.
@@ -85,6 +109,7 @@ struct Op {
   // fields: scatter-reduce's allgather, the server's broadcast).
   WireBuffer<Mem> send, recv, send_back, recv_back;
   Kokkos::View<float*, Mem> acc;
+  Kokkos::View<float*, Mem> factors;  // powersgd: the Q factors of its second allreduce
   std::vector<std::uint64_t> meta_send, meta_recv, meta_back_send, meta_back_recv;
   std::vector<int> scounts, sdispls, counts, displs, counts_back, displs_back;
   std::vector<std::uint64_t> bounds;
@@ -252,6 +277,15 @@ class ExchangeBase : public Exchange<ExecSpace>,
   }
 
   void set_wait_idle(typename Base::IdleFn idle) override { idle_ = std::move(idle); }
+
+  // Element-wise strategies: no layout, no state (powersgd overrides them).
+  void set_layout(std::uint32_t, const std::vector<MatrixBlock>&) override {}
+  std::vector<float> state() const override { return {}; }
+  void load_state(const std::vector<float>& s) override {
+    if (!s.empty())
+      throw Error(Errc::invalid_argument, name_ + " keeps no state, but " + std::to_string(s.size()) +
+                                              " values were given to load_state");
+  }
 
   const OpStats& last_stats() const override { return last_; }
   const ExchangeConfig& config() const override { return cfg_; }
@@ -800,5 +834,7 @@ template <class E>
 std::unique_ptr<Exchange<E>> make_param_server(const ExchangeConfig&, const Communicator&, const E&);
 template <class E>
 std::unique_ptr<Exchange<E>> make_scatter_reduce(const ExchangeConfig&, const Communicator&, const E&);
+template <class E>
+std::unique_ptr<Exchange<E>> make_powersgd(const ExchangeConfig&, const Communicator&, const E&);
 
 }  // namespace qsgd::comm::detail

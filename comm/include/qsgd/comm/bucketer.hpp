@@ -109,7 +109,10 @@ class Bucketer {
   Bucketer& operator=(const Bucketer&) = delete;
 
   // Registers the next tensor (backward order); returns its id (0, 1, ...).
-  std::uint32_t add(std::uint64_t n);
+  // rows > 1 (dividing n): the tensor is a row-major rows x (n / rows)
+  // matrix, which plan() reports to the compressed exchange's set_layout
+  // (PowerSGD compresses matrices; the element-wise strategies ignore it).
+  std::uint32_t add(std::uint64_t n, std::uint64_t rows = 0);
   // Collective. Forms the buckets, allocates the fusion buffers and checks that
   // every rank registered the same sizes and thresholds (exit code 4 if not).
   void plan();
@@ -155,6 +158,7 @@ class Bucketer {
   Exchange<ExecSpace>& dense_;
   BucketerConfig cfg_;
   std::vector<std::uint64_t> sizes_;
+  std::vector<std::uint64_t> rows_;  // per tensor: matrix rows (0: a vector)
   std::vector<std::uint32_t> bucket_of_;
   std::vector<std::uint32_t> index_in_bucket_;
   std::vector<Bucket> buckets_;

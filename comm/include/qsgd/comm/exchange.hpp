@@ -16,6 +16,11 @@
 //                   agree on every bucket's scale (allreduce of
 //                   the maxima), sum integer levels in the
 //                   reduce stage, allgather the sums            scatter_reduce.cpp
+//   powersgd        rank-r PowerSGD (Vogels et al. 2019): per
+//                   matrix P = M Q, allreduce P, orthonormalize,
+//                   Q = M^T P, allreduce Q, M ~ P Q^T; Q is kept
+//                   as the next step's start (warm start); the
+//                   rest of the vector is averaged in fp32      powersgd.cpp
 //
 // Every strategy runs on a serial Communicator (one rank, no MPI calls;
 // serial.cpp) as well as on MPI.
@@ -48,6 +53,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "qsgd/comm/communicator.hpp"
 #include "qsgd/kernels/config.hpp"
@@ -63,9 +69,10 @@ enum class StrategyKind : std::uint8_t {
   param_server = 3,
   scatter_reduce = 4,
   shared_scale = 5,
+  powersgd = 6,
 };
 
-// "allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce", "shared-scale"
+// "allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce", "shared-scale", "powersgd"
 std::string to_string(StrategyKind k);
 StrategyKind parse_strategy(const std::string& name);  // throws qsgd::Error(invalid_argument)
 
@@ -131,6 +138,15 @@ struct ExchangeConfig {
   // whose queue holds up to 100 ms (docs/exchange.md, "Transports").
   std::uint64_t segment_bytes = std::uint64_t(4) << 20;
   std::uint32_t window = 8;
+  // powersgd: the rank r of the low-rank approximation (at least 1).
+  std::uint32_t powersgd_rank = 4;
+};
+
+// A row-major matrix inside an exchanged vector: elements [offset, offset +
+// rows x cols). PowerSGD compresses the matrices of an operation's layout
+// (Exchange::set_layout) and averages every other element exactly.
+struct MatrixBlock {
+  std::uint64_t offset = 0, rows = 0, cols = 0;
 };
 
 // What an error does under `policy` on `comm`, the one place for the rule
@@ -279,6 +295,19 @@ class Exchange {
   void average(const const_values_view& grad, const values_view& out, std::uint32_t tensor, std::uint64_t step) {
     wait(start(grad, out, tensor, step));
   }
+
+  // The matrices inside the vectors of `tensor` (sorted by offset, not
+  // overlapping; Errc::invalid_argument otherwise), for strategies that
+  // treat them as matrices (powersgd); the element-wise strategies ignore
+  // it. Set before the tensor's first start(), the same on every rank.
+  virtual void set_layout(std::uint32_t tensor, const std::vector<MatrixBlock>& blocks) = 0;
+  // State a strategy carries from one step to the next (powersgd: every
+  // tensor's Q, the warm start), the same on every rank, as floats in a
+  // fixed order; empty for the others. load_state() takes what state()
+  // gave (a checkpoint), after set_layout() of every tensor; a size that
+  // does not fit is Errc::invalid_argument.
+  virtual std::vector<float> state() const = 0;
+  virtual void load_state(const std::vector<float>& state) = 0;
 
   // Statistics of the most recently completed operation.
   virtual const OpStats& last_stats() const = 0;

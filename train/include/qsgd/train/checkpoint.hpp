@@ -5,15 +5,17 @@
 // same times and losses an uninterrupted one would. Replicas are bitwise
 // identical, so rank 0 writes one file and every rank reads it back on resume.
 //
-// File (version 3, little-endian as the machine writes it):
+// File (version 4, little-endian as the machine writes it):
 //   "QSGDCKPT" | u32 version | u32 ranks K | u64 config hash | u64 global step
 //   | u64 epoch | u64 step in epoch | u64 n | u32 flags (bit 0: the target
 //   accuracy was reached) | u32 error feedback (feedback.hpp's Feedback: 0
-//   none, 1 ef, 2 ef-unscaled, 3 ef21)
+//   none, 1 ef, 2 ef-unscaled, 3 ef21) | u64 m, the exchange's state
 //   | K x {f64 training time, f64 epoch time, f64 epoch loss sum, u64 epoch
 //   loss count} | n f32 params | n f32 momentum
 //   | with error feedback: K x n f32, every rank's state (e or h) in rank
 //   order | ef21: n f32, the ranks' mean m
+//   | m f32: the compressed exchange's state (Exchange::state(): powersgd's
+//   warm-start Qs; the same on every rank; m = 0 for the other strategies)
 //   | u32 CRC32C of everything before it.
 // Error feedback's state differs per rank, so rank 0 gathers it; on resume
 // every rank keeps its own (the file is read whole to check its checksum).
@@ -47,17 +49,18 @@ struct CheckpointState {
   std::uint32_t feedback = 0;         // Feedback as stored (0: none)
   std::vector<float> feedback_state;  // save: K x n in rank order; load: this rank's n
   std::vector<float> feedback_mean;   // ef21: n; otherwise empty
+  std::vector<float> exchange_state;  // Exchange::state() of the compressed exchange
 };
 
 void save_checkpoint(const std::string& path, const CheckpointState& st);
 // Throws std::runtime_error naming the path and what is wrong (missing,
 // truncated, bad checksum, other format version, other configuration, other
-// model size, other number of ranks, other error feedback). Memory is
-// bounded by expect_n, expect_ranks and expect_feedback: the file's size is
-// checked against them before its body is read. `rank` picks the error
-// feedback state returned.
+// model size, other number of ranks, other error feedback, another size of
+// exchange state). Memory is bounded by expect_n, expect_ranks,
+// expect_feedback and expect_state: the file's size is checked against them
+// before its body is read. `rank` picks the error feedback state returned.
 CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n,
                                 std::uint64_t expect_ranks, std::uint32_t expect_feedback = 0,
-                                std::uint64_t rank = 0);
+                                std::uint64_t rank = 0, std::uint64_t expect_state = 0);
 
 }  // namespace qsgd::train

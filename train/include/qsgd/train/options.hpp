@@ -56,6 +56,7 @@ struct Options {
   std::uint64_t layer_filter = 10000;
   bool overlap = true;
   Feedback feedback = Feedback::none;  // --error-feedback (kernels/feedback.hpp); lossy compressed strategies only
+  std::uint32_t powersgd_rank = 4;    // --powersgd-rank: r of the powersgd strategy
   comm::Transport transport = comm::Transport::ring;
   std::size_t segment_kb = 4096;      // ring pipeline segment
   std::uint32_t window = 8;           // ring receives in flight
