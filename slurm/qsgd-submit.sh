@@ -178,7 +178,7 @@ declare -A spec=()
 read_conf "$sweep_file" spec
 for key in "${!spec[@]}"; do
   case "$key" in
-    name|models|strategies|bits|codec|gpus|gpus_per_node|time|checkpoint_every|train_args|args.*) ;;
+    name|models|strategies|bits|codec|powersgd_ranks|gpus|gpus_per_node|time|checkpoint_every|train_args|args.*) ;;
     *) die "$sweep_file: unknown key '$key'" ;;
   esac
 done
@@ -237,6 +237,7 @@ name="${spec[name]:-$(basename "$sweep_file" .conf)}"
 read -ra models <<<"${spec[models]:-mlp}"
 read -ra strategies <<<"${spec[strategies]:-allreduce}"
 read -ra bits <<<"${spec[bits]:-4}"
+read -ra psgd_ranks <<<"${spec[powersgd_ranks]:-4}"
 codec="${spec[codec]:-elias-dense}"
 read -ra gpus <<<"${gpus_opt:-${spec[gpus]:-1}}"
 gpn="${gpn_opt:-${spec[gpus_per_node]:-8}}"
@@ -250,6 +251,7 @@ is_uint "$gpn" || die "gpus per node must be a positive integer, got '$gpn'"
 [ -z "$cpus_per_task" ] || is_uint "$cpus_per_task" || die "--cpus-per-task must be a positive integer"
 for k in "${gpus[@]}"; do is_uint "$k" || die "GPU count must be a positive integer, got '$k'"; done
 for b in "${bits[@]}"; do is_uint "$b" || die "bit width must be a positive integer, got '$b'"; done
+for r in "${psgd_ranks[@]}"; do is_uint "$r" || die "powersgd rank must be a positive integer, got '$r'"; done
 
 if [ -n "$nsys_ranks" ]; then
   nsys_rank="$repo/profiles/nsys/nsys-rank.sh"
@@ -339,6 +341,11 @@ for model in "${models[@]}"; do
         for b in "${bits[@]}"; do
           add_cfg "${model}_${strategy}_${codec}-${b}bit" --model "$model" "${margs[@]}" --strategy "$strategy" \
             --codec "$codec" --bits "$b" "${train_args[@]}"
+        done ;;
+      powersgd)  # as published (and as PyTorch's hook runs it): with its error feedback
+        for r in "${psgd_ranks[@]}"; do
+          add_cfg "${model}_powersgd_r${r}-ef" --model "$model" "${margs[@]}" --strategy powersgd --powersgd-rank "$r" \
+            --error-feedback ef-unscaled "${train_args[@]}"
         done ;;
       *) die "unknown strategy '$strategy'" ;;
     esac

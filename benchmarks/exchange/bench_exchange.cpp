@@ -89,6 +89,10 @@ struct Options {
   std::vector<Transport> transports = {Transport::ring, Transport::library};
   std::uint64_t segment = qsgd::comm::ExchangeConfig{}.segment_bytes;
   std::uint32_t window = qsgd::comm::ExchangeConfig{}.window;
+  // powersgd: its ranks r, and the gradient as row-major matrices of this
+  // many columns (floor(n / cols) rows; the remainder averaged exactly).
+  std::vector<std::uint32_t> powersgd_ranks = {4};
+  std::uint64_t matrix_cols = 1024;
 };
 
 void print_usage(std::FILE* out) {
@@ -100,7 +104,9 @@ void print_usage(std::FILE* out) {
                "  -w, --warmup N       untimed iterations per row (default 3)\n"
                "  -n, --iters N        timed iterations per row (default 10)\n"
                "  --strategies LIST    allreduce,allreduce16,allgather,param-server,scatter-reduce,\n"
-               "                       shared-scale (default all)\n"
+               "                       shared-scale (default), powersgd\n"
+               "  --powersgd-ranks L   ranks r of the powersgd rows (default 4)\n"
+               "  --matrix-cols C      powersgd: the gradient as matrices of C columns (default 1024)\n"
                "  --codecs LIST        codecs of the compressed strategies (default fixed,elias-dense)\n"
                "  --levels S           quantization levels s (default 16: the paper's 4-bit)\n"
                "  --bucket D           bucket size d (default 512)\n"
@@ -176,6 +182,12 @@ Options parse_options(int argc, char** argv) {
       o.segment = parse_bytes(a, value(), 1, max_bytes);
     else if (a == "--window")
       o.window = static_cast<std::uint32_t>(parse_count(a, value(), 1, 1u << 16));
+    else if (a == "--powersgd-ranks") {
+      o.powersgd_ranks.clear();
+      for (const auto& r : split_list(value()))
+        o.powersgd_ranks.push_back(static_cast<std::uint32_t>(parse_count(a, r, 1, 1u << 16)));
+    } else if (a == "--matrix-cols")
+      o.matrix_cols = parse_count(a, value(), 1, std::uint64_t(1) << 32);
     else
       throw qsgd::bench::UsageError("unknown option '" + a + "' (try --help)");
   }
@@ -192,6 +204,7 @@ struct Variant {
   StrategyKind strategy;
   qsgd::CodecConfig codec;
   Transport transport = Transport::ring;
+  std::uint32_t powersgd_rank = 0;  // powersgd rows
 };
 
 std::vector<Variant> variants(const Options& o) {
@@ -214,6 +227,10 @@ std::vector<Variant> variants(const Options& o) {
         v.push_back({k, c, t});
         continue;
       }
+      if (k == StrategyKind::powersgd) {  // fp32 factors: one row per rank r
+        for (std::uint32_t r : o.powersgd_ranks) v.push_back({k, base, t, r});
+        continue;
+      }
       for (qsgd::CodecKind ck : o.codecs) {
         qsgd::CodecConfig c = base;
         c.codec = ck;
@@ -226,6 +243,7 @@ std::vector<Variant> variants(const Options& o) {
 
 std::string codec_label(const Variant& v) {
   if (v.strategy == StrategyKind::allreduce) return "fp32";
+  if (v.strategy == StrategyKind::powersgd) return "fp32 r=" + std::to_string(v.powersgd_rank);
   return qsgd::to_string(v.codec.codec);
 }
 
@@ -336,8 +354,11 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   cfg.transport = v.transport;
   cfg.segment_bytes = o.segment;
   cfg.window = o.window;
+  cfg.powersgd_rank = std::max<std::uint32_t>(v.powersgd_rank, 1);
   auto ex = qsgd::comm::make_exchange(cfg, comm);
   const std::uint64_t n = in.extent(0);
+  if (v.strategy == StrategyKind::powersgd && n / o.matrix_cols > 0)
+    ex->set_layout(0, {qsgd::comm::MatrixBlock{0, n / o.matrix_cols, o.matrix_cols}});
   Kokkos::View<float*, Mem> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "out"), n);
   for (int i = 0; i < o.warmup; ++i) ex->average(in, out, 0, static_cast<std::uint64_t>(i));
   const int T = o.iters;
@@ -477,6 +498,8 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
        << ", \"s\": " << (qsgd::is_quantized(r.v.codec.codec) ? r.v.codec.s : 0)
        << ", \"d\": " << (qsgd::is_quantized(r.v.codec.codec) ? r.v.codec.d : 0)
        << ", \"norm\": " << json_string(qsgd::is_quantized(r.v.codec.codec) ? qsgd::to_string(r.v.codec.norm) : "none")
+       << ", \"powersgd_rank\": " << r.v.powersgd_rank
+       << ", \"matrix_cols\": " << (r.v.strategy == StrategyKind::powersgd ? o.matrix_cols : 0)
        << ", \"ranks\": " << ranks << ", \"count\": " << r.n << ", \"bytes\": " << r.n * 4
        << ", \"time_median_s\": " << json_number(r.median) << ", \"time_min_s\": " << json_number(r.min)
        << ", \"time_p99_s\": " << json_number(r.p99) << ", \"algbw_GBps\": " << json_number(algbw)

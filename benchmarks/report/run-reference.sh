@@ -24,11 +24,14 @@
 #     feedback        error feedback's accuracy on Fashion-MNIST, K = 4, MLP 784-1024-1024-10,
 #                     3 epochs, fp32 against s = 4 and s = 1 QSGD without and with each error
 #                     feedback, 3 seeds each (accuracy-experiment.sh) (~12 min; timings not reported)
+#     powersgd        PowerSGD's accuracy on the same runs as feedback: fp32 and 4-bit QSGD
+#                     against PowerSGD r = 1, 2, 4 with its error feedback and r = 4 without,
+#                     3 seeds each (accuracy-experiment.sh) (~10 min; timings not reported)
 #     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
 #                     then its validation table (~25 min)
-#   (default: all but tta, accuracy and feedback)
+#   (default: all but tta, accuracy, feedback and powersgd)
 # Needs root (network namespaces), the release build and PyTorch
 # (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
 # the numbers are timings.
@@ -125,6 +128,10 @@ for t in "${tables[@]}"; do
       fresh "$t"
       benchmarks/scaling/accuracy-experiment.sh --out "$ref/$t" --models mlp --mlp-widths 784,1024,1024,10 \
         --epochs 3 --configs fp32,2,2+ef,2+ef21,s1,s1+ef,s1+ef-unscaled,s1+ef21 --seeds 1,2,3 ;;
+    powersgd)
+      fresh "$t"
+      benchmarks/scaling/accuracy-experiment.sh --out "$ref/$t" --models mlp --mlp-widths 784,1024,1024,10 \
+        --epochs 3 --configs fp32,4,psgd1+ef-unscaled,psgd2+ef-unscaled,psgd4+ef-unscaled,psgd4 --seeds 1,2,3 ;;
     model)
       benchmarks/model/measure.sh "$ref/$t"   # writes its own COMMAND and machine.json
       benchmarks/model/qsgd-model validate "$ref/$t" > "$ref/$t/validation.txt" ;;

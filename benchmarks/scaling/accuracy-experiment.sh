@@ -9,7 +9,9 @@
 #     --models LIST    mlp, cnn (default mlp,cnn)
 #     --configs LIST   fp32; B (QSGD, s = 2^B); sN (QSGD, s = N levels); a QSGD
 #                      configuration with +ef, +ef-unscaled or +ef21 (2+ef, s1+ef21)
-#                      runs with that error feedback (default fp32,8,4,2)
+#                      runs with that error feedback; psgdR (PowerSGD of rank R;
+#                      psgdR+ef-unscaled: with its error feedback, as published)
+#                      (default fp32,8,4,2)
 #     --seeds LIST     seeds of every configuration (default 1)
 #     --mlp-widths W   the MLP's widths (default 784,4096,4096,10)
 #     --epochs N       epochs of every model (default: MLP 3, CNN 5)
@@ -22,7 +24,7 @@ root="$(cd "$here/../.." && pwd)"
 out="" build="$root/build/release" models="mlp,cnn" configs="fp32,8,4,2" seeds="1" widths="784,4096,4096,10"
 epochs=""
 pos=()
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --out|--build|--models|--configs|--seeds|--mlp-widths|--epochs)
@@ -60,7 +62,8 @@ for cfg in "${clist[@]}"; do
           q=(--strategy allreduce --codec fp32) ;;
     [0-9]|[0-9][0-9]) q=(--strategy allgather --codec fixed --bits "$base" --d 512 --norm max) ;;
     s[0-9]*) q=(--strategy allgather --codec fixed --s "${base#s}" --d 512 --norm max) ;;
-    *) echo "accuracy-experiment: unknown configuration '$cfg' (fp32, B, sN, with +ef...)" >&2; exit 2 ;;
+    psgd[0-9]*) q=(--strategy powersgd --powersgd-rank "${base#psgd}") ;;
+    *) echo "accuracy-experiment: unknown configuration '$cfg' (fp32, B, sN, psgdR, with +ef...)" >&2; exit 2 ;;
   esac
   cfg_args[$cfg]="${q[*]} ${fb[*]}"
 done

@@ -54,28 +54,43 @@ void psgd_init(const E& exec, const V& q, std::uint64_t seed, std::uint32_t tens
 }
 
 // p[a][c] = sum_b m[a][b] q[b][c]: M (at m_off, rows x cols) times Q (cols x r).
-template <class E, class M, class V>
+// Parallel over rows, each read once, accumulating its r sums in double in
+// `acc` (at least rows x r), over b in increasing order.
+template <class E, class M, class V, class D>
 void psgd_project(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& q,
-                  std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off) {
+                  std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off, const D& acc) {
   Kokkos::parallel_for(
-      "qsgd::comm::powersgd::project", Kokkos::RangePolicy<E>(exec, 0, rows * r), KOKKOS_LAMBDA(std::uint64_t i) {
-        const std::uint64_t a = i / r, c = i % r;
-        double sum = 0;
-        for (std::uint64_t b = 0; b < cols; ++b) sum += double(m(m_off + a * cols + b)) * double(q(q_off + b * r + c));
-        p(p_off + i) = static_cast<float>(sum);
+      "qsgd::comm::powersgd::project", Kokkos::RangePolicy<E>(exec, 0, rows), KOKKOS_LAMBDA(std::uint64_t a) {
+        for (std::uint32_t c = 0; c < r; ++c) acc(a * r + c) = 0;
+        for (std::uint64_t b = 0; b < cols; ++b) {
+          const double mv = m(m_off + a * cols + b);
+          for (std::uint32_t c = 0; c < r; ++c) acc(a * r + c) += mv * double(q(q_off + b * r + c));
+        }
+        for (std::uint32_t c = 0; c < r; ++c) p(p_off + a * r + c) = static_cast<float>(acc(a * r + c));
       });
 }
 
 // q[b][c] = sum_a m[a][b] p[a][c]: M^T (cols x rows) times P (rows x r).
-template <class E, class M, class V>
+// Parallel over tiles of psgd_tile columns, each walking M's rows in order
+// (contiguous reads of a row's tile; a column walk would stride by a row per
+// element), accumulating in double in `acc` (at least cols x r), the sum
+// over a in increasing order as the reference defines it.
+constexpr std::uint64_t psgd_tile = 32;
+
+template <class E, class M, class V, class D>
 void psgd_back(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& p,
-               std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off) {
+               std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off, const D& acc) {
+  const std::uint64_t tiles = (cols + psgd_tile - 1) / psgd_tile;
   Kokkos::parallel_for(
-      "qsgd::comm::powersgd::back", Kokkos::RangePolicy<E>(exec, 0, cols * r), KOKKOS_LAMBDA(std::uint64_t i) {
-        const std::uint64_t b = i / r, c = i % r;
-        double sum = 0;
-        for (std::uint64_t a = 0; a < rows; ++a) sum += double(m(m_off + a * cols + b)) * double(p(p_off + a * r + c));
-        q(q_off + i) = static_cast<float>(sum);
+      "qsgd::comm::powersgd::back", Kokkos::RangePolicy<E>(exec, 0, tiles), KOKKOS_LAMBDA(std::uint64_t t) {
+        const std::uint64_t b0 = t * psgd_tile, b1 = b0 + psgd_tile < cols ? b0 + psgd_tile : cols;
+        for (std::uint64_t i = b0 * r; i < b1 * r; ++i) acc(i) = 0;
+        for (std::uint64_t a = 0; a < rows; ++a)
+          for (std::uint64_t b = b0; b < b1; ++b) {
+            const double mv = m(m_off + a * cols + b);
+            for (std::uint32_t c = 0; c < r; ++c) acc(b * r + c) += mv * double(p(p_off + a * r + c));
+          }
+        for (std::uint64_t i = b0 * r; i < b1 * r; ++i) q(q_off + i) = static_cast<float>(acc(i));
       });
 }
 
@@ -201,9 +216,14 @@ class PowerSgd final : public ExchangeBase<E> {
     op.stats.encoded_bytes = 4 * (l.p_size + rest + l.q_size);
     op.stats.wire_bytes = 2 * static_cast<std::uint64_t>(K - 1) * 4 * (l.p_size + rest + l.q_size) / static_cast<std::uint64_t>(K);
     const auto t0 = Clock::now();
+    // Error feedback: this rank's gradient, exact outside the matrices (kept
+    // now: out may be grad, overwritten by the average).
+    if (op.sent.extent(0) != 0)
+      Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sent, Kokkos::make_pair<std::uint64_t>(0, op.n)),
+                        Kokkos::subview(op.grad, Kokkos::make_pair<std::uint64_t>(0, op.n)));
     std::uint64_t p_off = 0, q_off = 0;
     for (const MatrixBlock& b : l.blocks) {
-      psgd_project(this->exec_, op.grad, b.offset, b.rows, b.cols, l.q, q_off, r_, op.acc, p_off);
+      psgd_project(this->exec_, op.grad, b.offset, b.rows, b.cols, l.q, q_off, r_, op.acc, p_off, scratch(b.rows));
       p_off += b.rows * r_;
       q_off += b.cols * r_;
     }
@@ -224,7 +244,8 @@ class PowerSgd final : public ExchangeBase<E> {
       std::uint64_t p_off = 0, q_off = 0;
       for (const MatrixBlock& b : l.blocks) {
         psgd_orthonormalize(this->exec_, op.acc, p_off, b.rows, r_);
-        psgd_back(this->exec_, op.grad, b.offset, b.rows, b.cols, op.acc, p_off, r_, op.factors, q_off);
+        psgd_back(this->exec_, op.grad, b.offset, b.rows, b.cols, op.acc, p_off, r_, op.factors, q_off,
+                  scratch(b.cols));
         p_off += b.rows * r_;
         q_off += b.cols * r_;
       }
@@ -244,9 +265,7 @@ class PowerSgd final : public ExchangeBase<E> {
     }
     // The averaged Q starts the next step of this tensor (warm start).
     Kokkos::deep_copy(this->exec_, l.q, Kokkos::subview(op.factors, Kokkos::make_pair<std::uint64_t>(0, l.q_size)));
-    if (op.sent.extent(0) != 0) {  // error feedback: what each element's exchange kept of this rank's
-      Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sent, Kokkos::make_pair<std::uint64_t>(0, op.n)),
-                        Kokkos::subview(op.grad, Kokkos::make_pair<std::uint64_t>(0, op.n)));
+    if (op.sent.extent(0) != 0) {  // error feedback: the approximation where there is one (begin() put grad)
       for (const MatrixBlock& b : l.blocks) {
         const auto m = Kokkos::make_pair(b.offset, b.offset + b.rows * b.cols);
         Kokkos::deep_copy(this->exec_, Kokkos::subview(op.sent, m), Kokkos::subview(op.out, m));
@@ -272,6 +291,13 @@ class PowerSgd final : public ExchangeBase<E> {
     std::uint64_t e = 0;
     for (const MatrixBlock& b : l.blocks) e += b.rows * b.cols;
     return e;
+  }
+  // Double accumulators for `lines` x r sums.
+  const Kokkos::View<double*, Mem>& scratch(std::uint64_t lines) {
+    if (scratch_.extent(0) < lines * r_)
+      scratch_ = Kokkos::View<double*, Mem>(Kokkos::ViewAllocateWithoutInitializing("qsgd::comm::powersgd::scratch"),
+                                            lines * r_);
+    return scratch_;
   }
   static void reserve(View& v, std::uint64_t n) {
     if (v.extent(0) < n) v = View(Kokkos::ViewAllocateWithoutInitializing("qsgd::comm::powersgd::buffer"), n);
@@ -348,6 +374,7 @@ class PowerSgd final : public ExchangeBase<E> {
 
   std::uint32_t r_;
   std::map<std::uint32_t, Layout> layouts_;
+  Kokkos::View<double*, Mem> scratch_;  // the kernels' accumulators (one kernel at a time: each fences)
 };
 
 }  // namespace

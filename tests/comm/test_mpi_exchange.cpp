@@ -384,7 +384,8 @@ TEST(Exchange, SentIsThisRanksDecodedContribution) {
 // outside the compressed matrix (a vector, a tail, and a 6 x 6 matrix that
 // would not pay 2x at r = 2) are the plain average; `sent` is the shared
 // approximation in the compressed matrix and the rank's own gradient
-// elsewhere, and the bytes follow the two allreduces' formula.
+// elsewhere (also in place, out = grad), and the bytes follow the two
+// allreduces' formula.
 TEST(Exchange, PowerSgdGivesEveryRankTheReferenceProjection) {
   const Communicator comm = Communicator::world();
   const int K = comm.size(), me = comm.rank();
@@ -404,7 +405,9 @@ TEST(Exchange, PowerSgdGivesEveryRankTheReferenceProjection) {
     const auto s0 = ex->state();
     std::vector<double> q(s0.begin(), s0.end());
     for (std::uint64_t step = 0; step < 3; ++step) {
+      // Steps 0 and 2 out of place, step 1 in place (out = grad, as the Bucketer runs it).
       Values g = to_device(all[static_cast<std::size_t>(me)]), o("test::out", n), sent("test::sent", n);
+      if (step == 1) o = g;
       ex->wait(ex->start(g, o, 2, step, sent));
       const auto out = to_host(o, n);
       const auto ref = powersgd_reference(all, layout, r, q);

@@ -457,6 +457,14 @@ grep -q '^sbatch .*--dependency=afterany:JOB_K16,singleton .*qsgd-collect.sh' "$
   { cat "$tmp/dry2.out"; fail "dry run (4x4, pmi2) failed"; }
 grep -q '^#   task 0: srun --mpi=pmi2 --nodes=4 --ntasks=16 --ntasks-per-node=4 --gpus-per-node=4 ' "$tmp/dry2.out" ||
   { cat "$tmp/dry2.out"; fail "--shape 16=4x4 --mpi pmi2 not honoured"; }
+# PowerSGD runs: one per rank in powersgd_ranks, each with its error feedback.
+printf 'name = psgd\nmodels = mlp\nstrategies = powersgd\npowersgd_ranks = 2 4\ngpus = 2\n' >"$tmp/psgd.conf"
+"$repo/slurm/qsgd-submit.sh" --sweep "$tmp/psgd.conf" --cpu --dry-run --out "$dry" --train "$train" >"$tmp/dry-psgd.out" 2>&1 ||
+  { cat "$tmp/dry-psgd.out"; fail "dry run (powersgd) failed"; }
+for r in 2 4; do
+  grep -q -- "--strategy powersgd --powersgd-rank $r --error-feedback ef-unscaled --trace $dry/traces/mlp_powersgd_r$r-ef_K2.h5 " \
+    "$tmp/dry-psgd.out" || { cat "$tmp/dry-psgd.out"; fail "no powersgd rank $r run with its error feedback"; }
+done
 # The GPU request as a generic resource (--gres=gpu:G), on sbatch and srun.
 "$repo/slurm/qsgd-submit.sh" --gpus 16 --gpus-per-node 8 --gpu-request gres --dry-run --out "$dry" --train "$train" \
   >"$tmp/dry3.out" 2>&1 || { cat "$tmp/dry3.out"; fail "dry run (--gpu-request gres) failed"; }
