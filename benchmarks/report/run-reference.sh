@@ -9,7 +9,8 @@
 #                     coding kernels at n = 2^16 (in cache) (~4 min)
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
 #                     links, both transports, and PyTorch's gloo allreduce (~10 min)
-#     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4 (~3 min)
+#     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4, with PowerSGD
+#                     r = 4 on matrices of 1024 columns (~4 min)
 #     shared-scale    shared-scale against allgather and scatter-reduce: bits and error at
 #                     K = 1-4 (shared memory, 16 MiB), time at K = 4 on emulated 1 Gbit/s
 #                     links, 2^24 floats (~4 min)
@@ -92,7 +93,7 @@ for t in "${tables[@]}"; do
       fresh "$t"
       for k in 2 4; do
         mpirun -np "$k" --oversubscribe --bind-to none "$bin/qsgd-bench-exchange" -b 4M -e 64M -f 4 -w 2 -n 10 \
-          --strategies allreduce,allreduce16,allgather,scatter-reduce --codecs fixed \
+          --strategies allreduce,allreduce16,allgather,scatter-reduce,powersgd --codecs fixed --powersgd-ranks 4 \
           -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
       done ;;
     shared-scale)

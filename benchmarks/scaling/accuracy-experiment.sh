@@ -81,7 +81,7 @@ for model in "${mlist[@]}"; do
   [ -n "${hyper[$model]:-}" ] || { echo "accuracy-experiment: unknown model '$model' (mlp, cnn)" >&2; exit 2; }
   for cfg in "${clist[@]}"; do
     for seed in "${seedlist[@]}"; do
-      case "$cfg" in fp32|s*) name="$cfg" ;; *) name="${cfg/+/bit+}"; [[ "$name" == *bit* ]] || name="${cfg}bit" ;; esac
+      case "$cfg" in fp32|s*|psgd*) name="$cfg" ;; *) name="${cfg/+/bit+}"; [[ "$name" == *bit* ]] || name="${cfg}bit" ;; esac
       [ "$seed" = 1 ] || name="$name-seed$seed"
       t="$out/$model-K$K-$name.h5"
       if [ -f "$t" ] && h5dump -a /complete "$t" 2>/dev/null | grep -q '"true"'; then

@@ -53,44 +53,58 @@ void psgd_init(const E& exec, const V& q, std::uint64_t seed, std::uint32_t tens
       });
 }
 
-// p[a][c] = sum_b m[a][b] q[b][c]: M (at m_off, rows x cols) times Q (cols x r).
-// Parallel over rows, each read once, accumulating its r sums in double in
-// `acc` (at least rows x r), over b in increasing order.
-template <class E, class M, class V, class D>
+// Both products accumulate each sum in double, in increasing order of the
+// summed index, psgd_lanes sums at a time in registers (r > psgd_lanes: the
+// rows or tiles are walked once per group of columns of P or Q).
+constexpr std::uint32_t psgd_lanes = 8;
+
+// p[a][c] = sum_b m[a][b] q[b][c]: M (at m_off, rows x cols) times Q (cols x r),
+// parallel over rows, each row read once per group of psgd_lanes columns.
+template <class E, class M, class V>
 void psgd_project(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& q,
-                  std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off, const D& acc) {
+                  std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off) {
   Kokkos::parallel_for(
       "qsgd::comm::powersgd::project", Kokkos::RangePolicy<E>(exec, 0, rows), KOKKOS_LAMBDA(std::uint64_t a) {
-        for (std::uint32_t c = 0; c < r; ++c) acc(a * r + c) = 0;
-        for (std::uint64_t b = 0; b < cols; ++b) {
-          const double mv = m(m_off + a * cols + b);
-          for (std::uint32_t c = 0; c < r; ++c) acc(a * r + c) += mv * double(q(q_off + b * r + c));
+        for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes) {
+          const std::uint32_t w = r - c0 < psgd_lanes ? r - c0 : psgd_lanes;
+          double sum[psgd_lanes] = {};
+          for (std::uint64_t b = 0; b < cols; ++b) {
+            const double mv = m(m_off + a * cols + b);
+            for (std::uint32_t k = 0; k < w; ++k) sum[k] += mv * double(q(q_off + b * r + c0 + k));
+          }
+          for (std::uint32_t k = 0; k < w; ++k) p(p_off + a * r + c0 + k) = static_cast<float>(sum[k]);
         }
-        for (std::uint32_t c = 0; c < r; ++c) p(p_off + a * r + c) = static_cast<float>(acc(a * r + c));
       });
 }
 
 // q[b][c] = sum_a m[a][b] p[a][c]: M^T (cols x rows) times P (rows x r).
-// Parallel over tiles of psgd_tile columns, each walking M's rows in order
-// (contiguous reads of a row's tile; a column walk would stride by a row per
-// element), accumulating in double in `acc` (at least cols x r), the sum
-// over a in increasing order as the reference defines it.
-constexpr std::uint64_t psgd_tile = 32;
+// Parallel over single columns b would walk M by a row's stride per
+// element; instead each work item takes psgd_tile columns and walks M's rows
+// in order (contiguous reads of the tile), its tile x psgd_lanes sums in
+// registers.
+constexpr std::uint64_t psgd_tile = 8;
 
-template <class E, class M, class V, class D>
+template <class E, class M, class V>
 void psgd_back(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& p,
-               std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off, const D& acc) {
+               std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off) {
   const std::uint64_t tiles = (cols + psgd_tile - 1) / psgd_tile;
   Kokkos::parallel_for(
       "qsgd::comm::powersgd::back", Kokkos::RangePolicy<E>(exec, 0, tiles), KOKKOS_LAMBDA(std::uint64_t t) {
-        const std::uint64_t b0 = t * psgd_tile, b1 = b0 + psgd_tile < cols ? b0 + psgd_tile : cols;
-        for (std::uint64_t i = b0 * r; i < b1 * r; ++i) acc(i) = 0;
-        for (std::uint64_t a = 0; a < rows; ++a)
-          for (std::uint64_t b = b0; b < b1; ++b) {
-            const double mv = m(m_off + a * cols + b);
-            for (std::uint32_t c = 0; c < r; ++c) acc(b * r + c) += mv * double(p(p_off + a * r + c));
+        const std::uint64_t b0 = t * psgd_tile, nb = cols - b0 < psgd_tile ? cols - b0 : psgd_tile;
+        for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes) {
+          const std::uint32_t w = r - c0 < psgd_lanes ? r - c0 : psgd_lanes;
+          double sum[psgd_tile][psgd_lanes] = {};
+          for (std::uint64_t a = 0; a < rows; ++a) {
+            double pv[psgd_lanes];
+            for (std::uint32_t k = 0; k < w; ++k) pv[k] = p(p_off + a * r + c0 + k);
+            for (std::uint64_t j = 0; j < nb; ++j) {
+              const double mv = m(m_off + a * cols + b0 + j);
+              for (std::uint32_t k = 0; k < w; ++k) sum[j][k] += mv * pv[k];
+            }
           }
-        for (std::uint64_t i = b0 * r; i < b1 * r; ++i) q(q_off + i) = static_cast<float>(acc(i));
+          for (std::uint64_t j = 0; j < nb; ++j)
+            for (std::uint32_t k = 0; k < w; ++k) q(q_off + (b0 + j) * r + c0 + k) = static_cast<float>(sum[j][k]);
+        }
       });
 }
 
@@ -223,7 +237,7 @@ class PowerSgd final : public ExchangeBase<E> {
                         Kokkos::subview(op.grad, Kokkos::make_pair<std::uint64_t>(0, op.n)));
     std::uint64_t p_off = 0, q_off = 0;
     for (const MatrixBlock& b : l.blocks) {
-      psgd_project(this->exec_, op.grad, b.offset, b.rows, b.cols, l.q, q_off, r_, op.acc, p_off, scratch(b.rows));
+      psgd_project(this->exec_, op.grad, b.offset, b.rows, b.cols, l.q, q_off, r_, op.acc, p_off);
       p_off += b.rows * r_;
       q_off += b.cols * r_;
     }
@@ -244,8 +258,7 @@ class PowerSgd final : public ExchangeBase<E> {
       std::uint64_t p_off = 0, q_off = 0;
       for (const MatrixBlock& b : l.blocks) {
         psgd_orthonormalize(this->exec_, op.acc, p_off, b.rows, r_);
-        psgd_back(this->exec_, op.grad, b.offset, b.rows, b.cols, op.acc, p_off, r_, op.factors, q_off,
-                  scratch(b.cols));
+        psgd_back(this->exec_, op.grad, b.offset, b.rows, b.cols, op.acc, p_off, r_, op.factors, q_off);
         p_off += b.rows * r_;
         q_off += b.cols * r_;
       }
@@ -291,13 +304,6 @@ class PowerSgd final : public ExchangeBase<E> {
     std::uint64_t e = 0;
     for (const MatrixBlock& b : l.blocks) e += b.rows * b.cols;
     return e;
-  }
-  // Double accumulators for `lines` x r sums.
-  const Kokkos::View<double*, Mem>& scratch(std::uint64_t lines) {
-    if (scratch_.extent(0) < lines * r_)
-      scratch_ = Kokkos::View<double*, Mem>(Kokkos::ViewAllocateWithoutInitializing("qsgd::comm::powersgd::scratch"),
-                                            lines * r_);
-    return scratch_;
   }
   static void reserve(View& v, std::uint64_t n) {
     if (v.extent(0) < n) v = View(Kokkos::ViewAllocateWithoutInitializing("qsgd::comm::powersgd::buffer"), n);
@@ -374,7 +380,6 @@ class PowerSgd final : public ExchangeBase<E> {
 
   std::uint32_t r_;
   std::map<std::uint32_t, Layout> layouts_;
-  Kokkos::View<double*, Mem> scratch_;  // the kernels' accumulators (one kernel at a time: each fences)
 };
 
 }  // namespace
