@@ -544,15 +544,21 @@ mapfile -t ids6a < <(submitted_ids "$tmp/submit6a.out")
 # 6a: the signal Slurm sends the batch shell ahead of the time limit
 # (--signal=B:USR1@S) comes at a 30-second granularity; scancel --batch
 # delivers the same signal the same way, at a chosen moment: mid-run.
+# signal_mid_run JOB TRACE WHAT: once JOB runs and TRACE holds 16 steps,
+# the checkpoint signal to its batch shell; then until TRACE is complete.
+signal_mid_run() {
+  local deadline
+  for _ in $(seq 60); do [ "$(job_states "$1")" = "JobState=RUNNINGx1" ] && break; sleep 1; done
+  [ "$(job_states "$1")" = "JobState=RUNNINGx1" ] ||
+    fail "$3: job $1 is not running 60 s after its submission (beside 6b's): $(job_states "$1")"
+  for _ in $(seq 600); do [ "$(steps_in "$2")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
+  [ "$(steps_in "$2")" -ge 16 ] 2>/dev/null || fail "$3: the run wrote no 16 steps in 60 s"
+  scancel --batch --signal=USR1 "$1" || fail "$3: scancel --signal failed"
+  deadline=$((SECONDS + 150))
+  until is_complete "$2"; do [ "$SECONDS" -lt "$deadline" ] || fail "$3: the run did not finish within 150 s"; sleep 1; done
+}
 t_a="$rs_a/traces/mlp_allgather_fixed-4bit_K2.h5"
-for _ in $(seq 60); do [ "$(job_states "${ids6a[0]}")" = "JobState=RUNNINGx1" ] && break; sleep 1; done
-[ "$(job_states "${ids6a[0]}")" = "JobState=RUNNINGx1" ] ||
-  fail "6a: job ${ids6a[0]} is not running 60 s after its submission, beside 6b's: $(job_states "${ids6a[0]}")"
-for _ in $(seq 600); do [ "$(steps_in "$t_a")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
-[ "$(steps_in "$t_a")" -ge 16 ] 2>/dev/null || fail "6a: the run wrote no 16 steps in 60 s"
-scancel --batch --signal=USR1 "${ids6a[0]}" || fail "6a: scancel --signal failed"
-deadline=$((SECONDS + 150))
-until is_complete "$t_a"; do [ "$SECONDS" -lt "$deadline" ] || fail "6a: the run did not finish within 150 s"; sleep 1; done
+signal_mid_run "${ids6a[0]}" "$t_a" 6a
 log="$(ls "$rs_a"/logs/K2-*_0.out)"
 want_in "$log" 'SIGUSR1 (the time limit is near)' "6a: the task never got the checkpoint signal"
 want_in "$log" 'stopped at the signal with a checkpoint .*; requeueing job' "6a: the task did not requeue itself"
@@ -593,14 +599,7 @@ sed 's/^name .*/name = slurm-restart-perk/' "$here/restart.conf" >"$tmp/restart-
 want_in "$tmp/submit6e.out" '^sbatch .*--signal=B:USR1@120 --requeue --open-mode=append .*qsgd-allocation.sbatch ' "6d: the sbatch line"
 mapfile -t ids6d < <(submitted_ids "$tmp/submit6e.out")
 t_d="$rs_d/traces/mlp_allgather_fixed-4bit_K2.h5"
-for _ in $(seq 60); do [ "$(job_states "${ids6d[0]}")" = "JobState=RUNNINGx1" ] && break; sleep 1; done
-[ "$(job_states "${ids6d[0]}")" = "JobState=RUNNINGx1" ] ||
-  fail "6d: job ${ids6d[0]} is not running 60 s after its submission: $(job_states "${ids6d[0]}")"
-for _ in $(seq 600); do [ "$(steps_in "$t_d")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
-[ "$(steps_in "$t_d")" -ge 16 ] 2>/dev/null || fail "6d: the run wrote no 16 steps in 60 s"
-scancel --batch --signal=USR1 "${ids6d[0]}" || fail "6d: scancel --signal failed"
-deadline=$((SECONDS + 150))
-until is_complete "$t_d"; do [ "$SECONDS" -lt "$deadline" ] || fail "6d: the run did not finish within 150 s"; sleep 1; done
+signal_mid_run "${ids6d[0]}" "$t_d" 6d
 log="$(ls "$rs_d"/logs/K2-alloc-*.out)"
 want_in "$log" 'qsgd-allocation: stopped at the signal during configuration 0 .*; requeueing job' "6d: the allocation did not requeue itself"
 want_in "$log" 'resuming from .*/checkpoints/mlp_allgather_fixed-4bit_K2.ckpt (restart 1 ' "6d: the requeued allocation did not resume"
