@@ -269,6 +269,9 @@ wait_empty() {  # wait_empty SECONDS: until no job is pending or running
 # Slurm's state of every task of job $1 (no accounting here: slurmctld keeps
 # finished jobs for MinJobAge, 300 s).
 job_states() { scontrol -o show job "$1" | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | awk '{ print $2 "x" $1 }'; }
+job_ended() {  # job_ended JOB: no task of JOB is pending, running or on its way to either
+  ! job_states "$1" | grep -qE 'PENDING|RUNNING|REQUEUE|COMPLETING|CONFIGURING|SUSPENDED|RESIZING|STOPPED|SIGNALING|STAGE_OUT'
+}
 submitted_ids() { sed -n 's/^# K=[0-9]*: submitted job \([0-9]*\);.*/\1/p; s/^# collect: job \([0-9]*\) .*/\1/p' "$1"; }
 stamps() {  # inode and nanosecond mtime of every trace: changes when one is rewritten
   (cd "$sweep/traces" && stat -c '%n %i %.9Y' -- *.h5)
@@ -556,6 +559,9 @@ signal_mid_run() {
   scancel --batch --signal=USR1 "$1" || fail "$3: scancel --signal failed"
   deadline=$((SECONDS + 150))
   until is_complete "$2"; do [ "$SECONDS" -lt "$deadline" ] || fail "$3: the run did not finish within 150 s"; sleep 1; done
+  # The trace is complete before the batch script writes its last lines
+  # (and removes the checkpoint): wait for the job itself to end.
+  until job_ended "$1"; do [ "$SECONDS" -lt "$deadline" ] || fail "$3: job $1 still $(job_states "$1") 150 s after the signal"; sleep 0.5; done
 }
 t_a="$rs_a/traces/mlp_allgather_fixed-4bit_K2.h5"
 signal_mid_run "${ids6a[0]}" "$t_a" 6a
