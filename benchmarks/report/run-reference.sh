@@ -20,8 +20,12 @@
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
 #                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
 #     algorithms      the theory experiments of docs/algorithms.md (run_experiments.sh) (~2 min)
-#     accuracy        accuracy parity on Fashion-MNIST, K = 4, fp32 against 8-, 4- and 2-bit
-#                     QSGD, MLP and CNN (accuracy-experiment.sh) (~1 h; timings not reported)
+#     accuracy        accuracy with error bars, K = 4: fp32 against bf16, 8-, 4- and 2-bit QSGD,
+#                     2-bit with error feedback, shared-scale 4-bit with and without it,
+#                     PowerSGD r = 2 and 4; MLP 784-1024-1024-10 and CNN on Fashion-MNIST,
+#                     3 seeds each, char-LSTM 1 seed (accuracy-experiment.sh) (~1.5 h;
+#                     resumable: re-run accuracy-experiment.sh's three commands below with
+#                     the same --out; timings not reported)
 #     feedback        error feedback's accuracy on Fashion-MNIST, K = 4, MLP 784-1024-1024-10,
 #                     3 epochs, fp32 against s = 4 and s = 1 QSGD without and with each error
 #                     feedback, 3 seeds each (accuracy-experiment.sh) (~12 min; timings not reported)
@@ -124,7 +128,11 @@ for t in "${tables[@]}"; do
       benchmarks/algorithms/run_experiments.sh "$ref/$t" ;;
     accuracy)
       fresh "$t"
-      benchmarks/scaling/accuracy-experiment.sh "$ref/$t" ;;
+      acc=(benchmarks/scaling/accuracy-experiment.sh --out "$ref/$t"
+        --configs fp32,bf16,8,4,2,2+ef-unscaled,ss4,ss4+ef-unscaled,psgd2+ef-unscaled,psgd4+ef-unscaled)
+      "${acc[@]}" --models mlp --mlp-widths 784,1024,1024,10 --epochs 3 --seeds 1,2,3
+      "${acc[@]}" --models cnn --epochs 3 --seeds 1,2,3
+      "${acc[@]}" --models lstm --seeds 1 ;;
     feedback)
       fresh "$t"
       benchmarks/scaling/accuracy-experiment.sh --out "$ref/$t" --models mlp --mlp-widths 784,1024,1024,10 \

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Accuracy parity on real data (Fashion-MNIST, 4 ranks): fp32 against 8-, 4-
-# and 2-bit QSGD (paper convention s = 2^bits, d = 512, max norm; fixed-width
-# code, allgather), same epochs, seeds and hyper-parameters per model.
+# Accuracy parity on real data (Fashion-MNIST; the char-LSTM on its text
+# corpus, held-out next-character accuracy), 4 ranks: fp32 against 8-, 4- and
+# 2-bit QSGD (paper convention s = 2^bits, d = 512, max norm; fixed-width
+# code, allgather) and the other gradients below, same epochs, seeds and
+# hyper-parameters per model.
 #
 #   accuracy-experiment.sh [options] [OUT_DIR [BUILD_DIR]]
 #     --out DIR        traces and summary.txt (default results/accuracy-<UTC time>)
 #     --build DIR      build tree with benchmarks/qsgd-train (default build/release)
-#     --models LIST    mlp, cnn (default mlp,cnn)
-#     --configs LIST   fp32; B (QSGD, s = 2^B); sN (QSGD, s = N levels); a QSGD
-#                      configuration with +ef, +ef-unscaled or +ef21 (2+ef, s1+ef21)
-#                      runs with that error feedback; psgdR (PowerSGD of rank R;
+#     --models LIST    mlp, cnn, lstm (default mlp,cnn)
+#     --configs LIST   fp32; bf16 (bf16 allreduce); B (QSGD, s = 2^B); sN (QSGD,
+#                      s = N levels); ssB (shared-scale scatter-reduce, s = 2^B);
+#                      a QSGD or shared-scale configuration with +ef,
+#                      +ef-unscaled or +ef21 (2+ef, s1+ef21, ss4+ef) runs with
+#                      that error feedback; psgdR (PowerSGD of rank R;
 #                      psgdR+ef-unscaled: with its error feedback, as published)
 #                      (default fp32,8,4,2)
 #     --seeds LIST     seeds of every configuration (default 1)
 #     --mlp-widths W   the MLP's widths (default 784,4096,4096,10)
-#     --epochs N       epochs of every model (default: MLP 3, CNN 5)
+#     --epochs N       epochs of every model (default: MLP 3, CNN 5, LSTM 30)
 # Traces are <model>-K4-<config>.h5 (seed 1) or <model>-K4-<config>-seed<N>.h5;
 # re-running skips runs whose complete trace exists (an incomplete one is
 # moved aside), so a long campaign resumes where it stopped.
@@ -24,7 +28,7 @@ root="$(cd "$here/../.." && pwd)"
 out="" build="$root/build/release" models="mlp,cnn" configs="fp32,8,4,2" seeds="1" widths="784,4096,4096,10"
 epochs=""
 pos=()
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --out|--build|--models|--configs|--seeds|--mlp-widths|--epochs)
@@ -58,12 +62,14 @@ for cfg in "${clist[@]}"; do
     esac
   fi
   case "$base" in
-    fp32) [ ${#fb[@]} -eq 0 ] || { echo "accuracy-experiment: fp32 has nothing to feed back" >&2; exit 2; }
-          q=(--strategy allreduce --codec fp32) ;;
+    fp32|bf16) [ ${#fb[@]} -eq 0 ] || { echo "accuracy-experiment: $base has nothing to feed back" >&2; exit 2; }
+          q=(--strategy allreduce --codec fp32)
+          [ "$base" = fp32 ] || q=(--strategy allreduce16 --codec bf16) ;;
     [0-9]|[0-9][0-9]) q=(--strategy allgather --codec fixed --bits "$base" --d 512 --norm max) ;;
     s[0-9]*) q=(--strategy allgather --codec fixed --s "${base#s}" --d 512 --norm max) ;;
+    ss[0-9]|ss[0-9][0-9]) q=(--strategy shared-scale --codec fixed --bits "${base#ss}" --d 512 --norm max) ;;
     psgd[0-9]*) q=(--strategy powersgd --powersgd-rank "${base#psgd}") ;;
-    *) echo "accuracy-experiment: unknown configuration '$cfg' (fp32, B, sN, psgdR, with +ef...)" >&2; exit 2 ;;
+    *) echo "accuracy-experiment: unknown configuration '$cfg' (fp32, bf16, B, sN, ssB, psgdR, with +ef...)" >&2; exit 2 ;;
   esac
   cfg_args[$cfg]="${q[*]} ${fb[*]}"
 done
@@ -74,14 +80,15 @@ K=4
 declare -A hyper=(
   [mlp]="--model mlp --mlp-widths $widths --epochs ${epochs:-3} --lr 0.02 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"
   [cnn]="--model cnn --epochs ${epochs:-5} --lr 0.05 --warmup 50 --lr-decay cosine --momentum 0.9 --batch 128"
+  [lstm]="--model lstm --dataset corpus --epochs ${epochs:-30} --lr 2 --warmup 30 --lr-decay cosine --momentum 0.9 --batch 32"
 )
 IFS=, read -r -a mlist <<< "$models"
 IFS=, read -r -a seedlist <<< "$seeds"
 for model in "${mlist[@]}"; do
-  [ -n "${hyper[$model]:-}" ] || { echo "accuracy-experiment: unknown model '$model' (mlp, cnn)" >&2; exit 2; }
+  [ -n "${hyper[$model]:-}" ] || { echo "accuracy-experiment: unknown model '$model' (mlp, cnn, lstm)" >&2; exit 2; }
   for cfg in "${clist[@]}"; do
     for seed in "${seedlist[@]}"; do
-      case "$cfg" in fp32|s*|psgd*) name="$cfg" ;; *) name="${cfg/+/bit+}"; [[ "$name" == *bit* ]] || name="${cfg}bit" ;; esac
+      case "$cfg" in fp32|bf16|s*|psgd*) name="$cfg" ;; *) name="${cfg/+/bit+}"; [[ "$name" == *bit* ]] || name="${cfg}bit" ;; esac
       [ "$seed" = 1 ] || name="$name-seed$seed"
       t="$out/$model-K$K-$name.h5"
       if [ -f "$t" ] && h5dump -a /complete "$t" 2>/dev/null | grep -q '"true"'; then
