@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Kokkos 3.4.01 with the CUDA (sm_80) and Serial backends into PREFIX,
+# Builds Kokkos 3.4.01 with the CUDA (sm_80 and sm_90) and Serial backends into PREFIX,
 # from Debian packages only:
 #   - nvidia-cuda-toolkit 11.8 (non-free; /usr/bin/nvcc) with g++-11 as host
 #     compiler (CUDA 11.8 does not accept g++-12),
@@ -16,7 +16,7 @@
 # Consumers (see the end of the output): compiler = PREFIX/bin/nvcc_wrapper,
 # Kokkos_DIR = PREFIX/lib/cmake/Kokkos, CMAKE_CXX_FLAGS=-arch=sm_80 and, in the
 # environment of both cmake and the build, NVCC_WRAPPER_DEFAULT_COMPILER=g++-11,
-# CUDA_ROOT=/usr and /usr/bin ahead of /usr/local/cuda/bin in PATH (Debian's
+# CUDA_ROOT=/usr, NVCC_APPEND_FLAGS=-gencode=arch=compute_90,code=sm_90 and /usr/bin ahead of /usr/local/cuda/bin in PATH (Debian's
 # nvcc runs cudafe++, ptxas, fatbinary, nvlink from PATH; CUDA 13's break it).
 set -euo pipefail
 
@@ -38,6 +38,16 @@ stamp="$prefix/.qsgd-kokkos-cuda.stamp"
 kokkos_version=3.4.01
 host_cxx=g++-11
 cuda_arch=sm_80
+# Hopper (H100, H200). Kokkos 3.4.01 has no Hopper architecture option, and
+# at initialization it aborts when the compute capability its kernels run as
+# (__CUDA_ARCH__, read by a kernel of the library) differs in its major
+# number from the device's: compute_80 PTX JIT-compiled on a 9.0 device still
+# runs as 8.0, so an sm_80-only build aborts on every H100/H200. nvcc appends
+# NVCC_APPEND_FLAGS to every call, past nvcc_wrapper (which accepts only one
+# -arch/-gencode flag): with this, every object carries sm_80 and sm_90 code
+# and compute_80 PTX. Consumers set the same variable (the `cuda` preset does);
+# scripts/cuda-archs.py checks the binaries.
+cuda_extra_gencode="-gencode=arch=compute_90,code=sm_90"
 # Architecture. Kokkos' nvcc_wrapper (3.4.01) adds `-arch=sm_35` to every
 # nvcc call that has no -arch/-gencode of its own. Its only knobs are editing
 # `default_arch` in the script or passing -arch: it reads the environment for
@@ -63,7 +73,7 @@ kokkos_opts=(
   -DKokkos_ARCH_AMPERE80=ON
   -DCUDAToolkit_ROOT=/usr
 )
-stamp_text="kokkos=$kokkos_version host=$host_cxx ${kokkos_opts[*]}"
+stamp_text="kokkos=$kokkos_version host=$host_cxx ${kokkos_opts[*]} NVCC_APPEND_FLAGS=$cuda_extra_gencode"
 
 log() { echo "build-kokkos-cuda: $*"; }
 die() { echo "build-kokkos-cuda: error: $*" >&2; exit 1; }
@@ -77,10 +87,11 @@ print_usage() {
   local config
   config="$(compgen -G "$prefix/lib*/cmake/Kokkos/KokkosConfig.cmake" | head -n 1)"
   cat <<EOF
-Kokkos $kokkos_version (CUDA $cuda_arch + Serial) installed in:
+Kokkos $kokkos_version (CUDA $cuda_arch and sm_90 + Serial) installed in:
   $prefix
 Use it with (environment needed at configure and at build time):
-  export PATH=/usr/bin:\$PATH NVCC_WRAPPER_DEFAULT_COMPILER=$host_cxx CUDA_ROOT=/usr
+  export PATH=/usr/bin:\$PATH NVCC_WRAPPER_DEFAULT_COMPILER=$host_cxx CUDA_ROOT=/usr \\
+         NVCC_APPEND_FLAGS=$cuda_extra_gencode
   cmake -DCMAKE_CXX_COMPILER=$prefix/bin/nvcc_wrapper \\
         -DKokkos_DIR=$(dirname "$config") \\
         -DCMAKE_CXX_FLAGS=-arch=$cuda_arch -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_EXTENSIONS=OFF ...
@@ -112,6 +123,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export PATH="/usr/bin:$PATH"
 export CUDA_ROOT=/usr
 export NVCC_WRAPPER_DEFAULT_COMPILER="$host_cxx"
+export NVCC_APPEND_FLAGS="$cuda_extra_gencode"
 unset CUDA_HOME CUDA_PATH CUDAToolkit_ROOT LIBRARY_PATH CPATH
 
 need_sources=0

@@ -48,6 +48,9 @@ namespace m = qsgd::models;
 namespace {
 std::atomic<std::size_t> g_heap_allocations{0};
 }
+// nvcc compiles a replacement of the global operator new for the device as
+// well (where it is __host__ __device__ implicitly): host pass only.
+#if !defined(__CUDA_ARCH__)
 void* operator new(std::size_t n) {
   ++g_heap_allocations;
   if (void* p = std::malloc(n ? n : 1)) return p;
@@ -66,6 +69,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#endif  // !__CUDA_ARCH__
 
 namespace {
 

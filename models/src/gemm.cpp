@@ -1,12 +1,75 @@
 #include "qsgd/models/detail/gemm.hpp"
 
+// The host builds multiply through KokkosKernels (the system BLAS); a CUDA
+// build calls cuBLAS directly (QSGD_MODELS_CUBLAS, set by CMake when Kokkos
+// has the CUDA backend): Debian ships KokkosKernels for the host only, and
+// building it for CUDA would cost the CUDA stage most of its time budget.
+#if defined(QSGD_MODELS_CUBLAS)
+#include <cublas_v2.h>
+#else
 #include <KokkosBlas3_gemm.hpp>
+#endif
 
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 namespace qsgd::models::detail {
 namespace {
+
+#if defined(QSGD_MODELS_CUBLAS)
+void cublas_check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("qsgd::models::gemm: ") + what + " failed: cuBLAS status " +
+                             std::to_string(static_cast<int>(st)));
+  }
+}
+
+// One handle per process, created at the first product, on the stream of
+// Kokkos' default Cuda instance (so that it orders with the layers' kernels),
+// destroyed when Kokkos finalizes (before the CUDA context goes).
+cublasHandle_t cublas_handle() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t made = nullptr;
+    cublas_check(cublasCreate(&made), "cublasCreate");
+    cublas_check(cublasSetStream(made, Kokkos::Cuda().cuda_stream()), "cublasSetStream");
+    Kokkos::push_finalize_hook([made] { cublasDestroy(made); });
+    return made;
+  }();
+  return h;
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same
+// buffers, the operands swapped, each leading dimension its row length.
+inline cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n, int m, int k,
+                                const float* alpha, const float* b, int ldb, const float* a, int lda,
+                                const float* beta, float* c, int ldc) {
+  return cublasSgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+inline cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n, int m, int k,
+                                const double* alpha, const double* b, int ldb, const double* a, int lda,
+                                const double* beta, double* c, int ldc) {
+  return cublasDgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+
+template <class S>
+void device_gemm(char ta, char tb, S alpha, const Mat<const S>& a, const Mat<const S>& b, S beta, const Mat<S>& c,
+                 std::size_t m, std::size_t n, std::size_t k) {
+  constexpr std::size_t most = 2147483647;
+  if (m > most || n > most || k > most || a.extent(1) > most || b.extent(1) > most || c.extent(1) > most) {
+    throw std::invalid_argument("qsgd::models::gemm: a dimension exceeds cuBLAS's int range");
+  }
+  if ((a.extent(0) > 1 && a.stride(0) != a.extent(1)) || (b.extent(0) > 1 && b.stride(0) != b.extent(1)) ||
+      (c.extent(0) > 1 && c.stride(0) != c.extent(1))) {
+    throw std::invalid_argument("qsgd::models::gemm: a matrix with padded rows");
+  }
+  const auto ld = [](std::size_t cols) { return static_cast<int>(cols > 0 ? cols : 1); };
+  cublas_check(gemm_call(cublas_handle(), tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T,
+                         static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b.data(),
+                         ld(b.extent(1)), a.data(), ld(a.extent(1)), &beta, c.data(), ld(c.extent(1))),
+               "cublas gemm");
+}
+#endif
 
 template <class S>
 void gemm_impl(char ta, char tb, S alpha, const Mat<const S>& a, const Mat<const S>& b, S beta,
@@ -33,9 +96,13 @@ void gemm_impl(char ta, char tb, S alpha, const Mat<const S>& a, const Mat<const
         KOKKOS_LAMBDA(std::size_t i, std::size_t j) { cc(i, j) = beta == S(0) ? S(0) : beta * cc(i, j); });
     return;
   }
+#if defined(QSGD_MODELS_CUBLAS)
+  device_gemm(ta, tb, alpha, a, b, beta, c, m, n, ka);
+#else
   const char tas[2] = {ta, '\0'};
   const char tbs[2] = {tb, '\0'};
   KokkosBlas::gemm(tas, tbs, alpha, a, b, beta, c);
+#endif
 }
 
 }  // namespace

@@ -18,6 +18,14 @@ using qsgd::comm::ExchangeError;
 using qsgd::comm::make_exchange;
 using qsgd::comm::Transport;
 
+// sum(i) += add(i): a free function, as nvcc allows no extended device
+// lambda in a gtest body (a private member function).
+template <class Sum, class Add>
+void add_levels(const Sum& sum, const Add& add, std::uint64_t n) {
+  Kokkos::parallel_for(
+      "test::sum", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(std::uint64_t i) { sum(i) += add(i); });
+}
+
 struct Case {
   StrategyKind strategy;
   CodecConfig codec;
@@ -293,9 +301,7 @@ TEST(Exchange, SharedScaleSumsEveryRanksLevelsAgainstTheAgreedScales) {
     for (int r = 0; r < K; ++r) {
       qsgd::quantize_with_scales(exec, c, g[r], n, agreed,
                                  qsgd::RngKey{seed, step, static_cast<std::uint32_t>(r), tensor}, q);
-      const auto ql = q.levels, sl = sum.levels;
-      Kokkos::parallel_for(
-          "test::sum", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(std::uint64_t i) { sl(i) += ql(i); });
+      add_levels(sum.levels, q.levels, n);
     }
     Values ref("ref", n);
     qsgd::dequantize(exec, sum, ref);

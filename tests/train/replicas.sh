@@ -21,6 +21,10 @@ trap 'rm -rf "$dir"' EXIT
   --codec fixed --bits 4 --epochs 24 --hash-every 1 --trace "$dir/t.h5" \
   || fail "qsgd-train exited $? (5: replicas diverged)"
 [ "$(attr "$dir/t.h5" complete)" = true ] || fail "trace not marked complete"
+# Provenance of the message path: this build computes in host memory, where
+# MPI reads the buffers itself, GPU-aware or not (docs/exchange.md, section 6).
+case "$(attr "$dir/t.h5" mpi_gpu_aware)" in true|false) ;; *) fail "mpi_gpu_aware is '$(attr "$dir/t.h5" mpi_gpu_aware)'" ;; esac
+case "$(attr "$dir/t.h5" message_path)" in "host memory: "*) ;; *) fail "message_path is '$(attr "$dir/t.h5" message_path)', expected host memory" ;; esac
 [ "$(steps_in "$dir/t.h5")" = 24 ] || fail "expected 24 steps in the trace, found $(steps_in "$dir/t.h5")"
 /usr/bin/python3 - "$dir/t.h5" "$k" <<'PY' || fail "the loss did not fall (above)"
 import sys, h5py, numpy as np

@@ -114,11 +114,12 @@ void within_file(hsize_t rows, hsize_t bytes_each, unsigned long long file_bytes
 }
 
 // Step fields: name, units, description, member.
+using StepMember = double StepRecord::*;  // an alias: nvcc's host pass warns on the bare declarator
 struct DoubleField {
   const char* name;
   const char* units;
   const char* description;
-  double StepRecord::*member;
+  StepMember member;
 };
 const DoubleField step_fields[] = {
     {"forward", "s", "forward pass", &StepRecord::forward},
@@ -251,9 +252,10 @@ void write_buckets(hid_t file, const std::vector<std::vector<StepRecord>>& steps
     for (const auto& r : row) nb = std::max<hsize_t>(nb, static_cast<hsize_t>(std::min(r.buckets, max_buckets)));
   const hsize_t rows = steps.size();
   const hsize_t dims[3] = {rows, ranks, nb};
+  using BucketMember = double (StepRecord::*)[max_buckets];
   struct Field {
     const char* name;
-    double (StepRecord::*member)[max_buckets];
+    BucketMember member;
     const char* description;
   };
   const Field fields[] = {

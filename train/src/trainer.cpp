@@ -359,6 +359,8 @@ struct Trainer::Impl {
     a["config"] = cfg_json;
     a["describe"] = o.describe();
     a["mpi_version"] = qc::Communicator::mpi_library_version();
+    a["mpi_gpu_aware"] = comm.gpu_aware() ? "true" : "false";
+    a["message_path"] = qc::message_path<Exec::memory_space>(comm);
     a["hdf5_version"] = trace::hdf5_version();
     a["hosts"] = hosts;
     a["model_parameters"] = std::to_string(P);

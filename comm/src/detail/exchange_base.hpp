@@ -163,7 +163,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
         name_(to_string(cfg.strategy)),
         range_name_("comm/" + name_) {
     constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
-    stage_moves_ = !comm.is_serial() && !host_ok && !comm.gpu_aware();
+    stage_moves_ = stages_messages<memory_space>(comm);
     // Reductions are always staged when MPI cannot apply the operator where
     // the data lives: Open MPI's non-blocking reductions (libnbc) run the
     // operator on the host, and a user-defined operator always does.

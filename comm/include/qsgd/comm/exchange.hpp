@@ -236,6 +236,27 @@ class ExchangeError : public std::runtime_error {
   int exit_code_;
 };
 
+// Whether an exchange on c stages its messages through host buffers: the
+// memory is not host-accessible and MPI does not take device pointers
+// (docs/exchange.md, "Memory spaces, staging, buffers"). Reductions are
+// staged whenever the memory is not host-accessible.
+template <class MemorySpace>
+bool stages_messages(const Communicator& c) {
+  return !c.is_serial() && !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible && !c.gpu_aware();
+}
+
+// The same rule in words, for provenance (the trainer's trace attribute
+// message_path).
+template <class MemorySpace>
+std::string message_path(const Communicator& c) {
+  if (c.is_serial()) return "one rank: nothing moves";
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible)
+    return "host memory: MPI reads and writes the buffers";
+  if (!stages_messages<MemorySpace>(c))
+    return "device memory: GPU-aware MPI takes device pointers (reductions staged through host buffers)";
+  return "device memory: staged through host buffers (MPI not GPU-aware)";
+}
+
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Exchange {
  public:
