@@ -34,6 +34,7 @@
 #include <map>
 
 #include "detail/exchange_base.hpp"
+#include "qsgd/kernels/detail/arith.hpp"
 
 namespace qsgd::comm::detail {
 
@@ -58,6 +59,13 @@ void psgd_init(const E& exec, const V& q, std::uint64_t seed, std::uint32_t tens
 // rows or tiles are walked once per group of columns of P or Q).
 constexpr std::uint32_t psgd_lanes = 8;
 
+// Every product and sum below is rounded once, in the written order, on
+// every backend (nvcc would contract a*b+c into an FMA): the factors are on
+// the wire, and a CUDA rank and a host rank must send the same bits.
+using qsgd::detail::add_rn;
+using qsgd::detail::mul_rn;
+KOKKOS_INLINE_FUNCTION double sq(float x) { return mul_rn(double(x), double(x)); }
+
 // p[a][c] = sum_b m[a][b] q[b][c]: M (at m_off, rows x cols) times Q (cols x r),
 // parallel over rows, each row read once per group of psgd_lanes columns.
 template <class E, class M, class V>
@@ -70,7 +78,7 @@ void psgd_project(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t 
           double sum[psgd_lanes] = {};
           for (std::uint64_t b = 0; b < cols; ++b) {
             const double mv = m(m_off + a * cols + b);
-            for (std::uint32_t k = 0; k < w; ++k) sum[k] += mv * double(q(q_off + b * r + c0 + k));
+            for (std::uint32_t k = 0; k < w; ++k) sum[k] = add_rn(sum[k], mul_rn(mv, double(q(q_off + b * r + c0 + k))));
           }
           for (std::uint32_t k = 0; k < w; ++k) p(p_off + a * r + c0 + k) = static_cast<float>(sum[k]);
         }
@@ -99,7 +107,7 @@ void psgd_back(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t row
             for (std::uint32_t k = 0; k < w; ++k) pv[k] = p(p_off + a * r + c0 + k);
             for (std::uint64_t j = 0; j < nb; ++j) {
               const double mv = m(m_off + a * cols + b0 + j);
-              for (std::uint32_t k = 0; k < w; ++k) sum[j][k] += mv * pv[k];
+              for (std::uint32_t k = 0; k < w; ++k) sum[j][k] = add_rn(sum[j][k], mul_rn(mv, pv[k]));
             }
           }
           for (std::uint64_t j = 0; j < nb; ++j)
@@ -122,21 +130,22 @@ void psgd_orthonormalize(const E& exec, const V& p, std::uint64_t p_off, std::ui
       "qsgd::comm::powersgd::orthonormalize", Kokkos::RangePolicy<E>(exec, 0, 1), KOKKOS_LAMBDA(int) {
         for (std::uint32_t c = 0; c < r; ++c) {
           double before = 0;
-          for (std::uint64_t a = 0; a < rows; ++a) before += double(p(p_off + a * r + c)) * double(p(p_off + a * r + c));
+          for (std::uint64_t a = 0; a < rows; ++a) before = add_rn(before, sq(p(p_off + a * r + c)));
           for (int pass = 0; pass < 2; ++pass)
             for (std::uint32_t k = 0; k < c; ++k) {
               double dot = 0;
-              for (std::uint64_t a = 0; a < rows; ++a) dot += double(p(p_off + a * r + k)) * double(p(p_off + a * r + c));
+              for (std::uint64_t a = 0; a < rows; ++a)
+                dot = add_rn(dot, mul_rn(double(p(p_off + a * r + k)), double(p(p_off + a * r + c))));
               for (std::uint64_t a = 0; a < rows; ++a)
                 p(p_off + a * r + c) =
-                    static_cast<float>(double(p(p_off + a * r + c)) - dot * double(p(p_off + a * r + k)));
+                    static_cast<float>(add_rn(double(p(p_off + a * r + c)), -mul_rn(dot, double(p(p_off + a * r + k)))));
             }
           double norm2 = 0;
-          for (std::uint64_t a = 0; a < rows; ++a) norm2 += double(p(p_off + a * r + c)) * double(p(p_off + a * r + c));
+          for (std::uint64_t a = 0; a < rows; ++a) norm2 = add_rn(norm2, sq(p(p_off + a * r + c)));
           const bool keep = norm2 > 0 && norm2 > psgd_dependent * psgd_dependent * before;
           const double inv = keep ? 1.0 / Kokkos::Experimental::sqrt(norm2) : 0.0;
           for (std::uint64_t a = 0; a < rows; ++a)
-            p(p_off + a * r + c) = static_cast<float>(double(p(p_off + a * r + c)) * inv);
+            p(p_off + a * r + c) = static_cast<float>(mul_rn(double(p(p_off + a * r + c)), inv));
         }
       });
 }
@@ -149,7 +158,8 @@ void psgd_expand(const E& exec, const V& p, std::uint64_t p_off, const V& q, std
       "qsgd::comm::powersgd::expand", Kokkos::RangePolicy<E>(exec, 0, rows * cols), KOKKOS_LAMBDA(std::uint64_t i) {
         const std::uint64_t a = i / cols, b = i % cols;
         double sum = 0;
-        for (std::uint32_t c = 0; c < r; ++c) sum += double(p(p_off + a * r + c)) * double(q(q_off + b * r + c));
+        for (std::uint32_t c = 0; c < r; ++c)
+          sum = add_rn(sum, mul_rn(double(p(p_off + a * r + c)), double(q(q_off + b * r + c))));
         out(o_off + i) = static_cast<float>(sum);
       });
 }

@@ -1,35 +1,146 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: runs the kernel tests and the kernel
-# benchmarks of a package made by package.sh, writes JSON, and prints the
-# GPU table (n = 2^26, d = 512, s = 16): GB/s of fp32 input for
-# quantize + fixed-width encode, Elias dense encode and decode-accumulate,
-# each as a fraction of the device-to-device copy bandwidth measured in the
-# same run (Kokkos::deep_copy between two device Views of the same n floats).
+# On a GPU node with only the NVIDIA driver, from a package made by
+# package.sh: the kernel tests (test_backends: host and device give the same
+# bits), the kernel benchmarks against the device-to-device copy of the same
+# run, the codec report, and the trainer at K = 1 and at K = the node's GPU
+# count (through the packaged mpirun, one GPU per rank), each with a trace;
+# then, where nsys is on PATH, a profile of the trainer with CUDA and NVTX
+# ranges together. On a CPU build (package.sh build/ci) the same steps run
+# on the host: the dry run that tests/profiles checks.
 #
-#   run.sh [OUT_DIR]     (default ./gpu-results); exit 1 if a test failed
+#   run.sh [--quick] [--ranks K] [--no-nsys] [OUT_DIR]      (default ./gpu-results)
+#     --quick     small sizes (kernels at n = 2^20, trainer MLP 784-256-10,
+#                 12 steps): the dry run; default n = 2^26 and MLP
+#                 784-4096-4096-10 (20.0 M parameters), 60 steps
+#     --ranks K   ranks of the multi-rank trainer runs (default: the GPU
+#                 count nvidia-smi reports; skipped when below 2)
+#     --no-nsys   skip the Nsight Systems profile even where nsys is present
+#
+# OUT_DIR: nvidia-smi.csv, BUILD (the binaries' --version), <test>.json/.log,
+# bench_kernels.json, codec_report.json, summary.txt (the kernel table),
+# train-K<k>-<config>.h5 and .log, nsys/ (report, NVTX and CUDA kernel
+# summaries). Copy it back and run benchmarks/scaling/qsgd-summary on it for
+# the step breakdown. Exit status 1 if any step failed (the others still run).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="$(realpath -m "${1:-gpu-results}")"
+quick=0 ranks="" nsys_on=1 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --ranks) ranks="${2:?--ranks needs a count}"; shift ;;
+    --no-nsys) nsys_on=0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) out="$1" ;;
+  esac
+  shift
+done
+out="$(realpath -m "${out:-gpu-results}")"
 mkdir -p "$out"
+# The packaged libraries and MPI runtime (package.sh), not the node's.
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OPAL_PREFIX="$here/ompi"
+export PMIX_MCA_mca_base_component_path="$here/pmix/lib/pmix"
+mpirun="$here/ompi/$(cat "$here/ompi/BINDIR")/mpirun"
 status=0
-{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true; } \
-  > "$out/nvidia-smi.csv" 2>&1
-echo "== device"; cat "$out/nvidia-smi.csv"
-for t in test_quantize test_codecs test_message test_stats; do
-  echo "== $t"
-  if ! "$here/bin/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1; then
-    status=1
+fail() { echo "run.sh: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+cp "$here/BUILD" "$out/BUILD" 2>/dev/null
+echo "== build"; cat "$here/BUILD"
+
+echo "== device"
+gpus=0
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv \
+    > "$out/nvidia-smi.csv" 2>&1 || fail "nvidia-smi"
+  cat "$out/nvidia-smi.csv"
+  gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+else
+  echo "no nvidia-smi: a dry run on the host" | tee "$out/nvidia-smi.csv"
+fi
+[ -n "$ranks" ] || ranks="$gpus"
+
+echo "== kernel tests"
+for t in test_quantize test_codecs test_message test_stats test_backends; do
+  if "$here/bin/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1; then
+    echo "$t: $(grep -E '^\[  PASSED  \]' "$out/$t.log")"
+  else
+    fail "$t (last lines of $out/$t.log follow)"
     tail -n 30 "$out/$t.log"
   fi
-  tail -n 3 "$out/$t.log"
 done
-echo "== kernel benchmarks (n = 2^26; the first launch JIT-compiles sm_80 PTX for this GPU)"
-"$here/bin/qsgd-bench-kernels" --qsgd_n_min=67108864 --qsgd_n_max=67108864 \
-  --benchmark_filter='^(memcpy/kokkos|quantize|encode/(fixed|elias-dense)|decode_accumulate/(fixed|elias-dense))/' \
-  --benchmark_repetitions=5 \
-  --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json > "$out/bench_kernels.log" 2>&1 || status=1
-"$here/bin/qsgd-codec-report" --json > "$out/codec_report.json" 2> "$out/codec_report.log" || status=1
-python3 "$here/summarize.py" "$out/bench_kernels.json" > "$out/summary.txt" || status=1
-cat "$out/summary.txt"
+grep -m 1 '^device space' "$out/test_backends.log"
+
+n=67108864
+[ "$quick" = 1 ] && n=1048576
+echo "== kernel benchmarks (n = $n; the first launch of each kernel loads its code)"
+"$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
+  --benchmark_filter='^(memcpy/kokkos|quantize|encode/(fixed|elias-dense|rans)|decode_accumulate/(fixed|elias-dense|rans)|checksum)/' \
+  --benchmark_repetitions=5 --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json \
+  > "$out/bench_kernels.log" 2>&1 || fail "qsgd-bench-kernels (see $out/bench_kernels.log)"
+"$here/bin/qsgd-codec-report" --json > "$out/codec_report.json" 2> "$out/codec_report.log" || fail "qsgd-codec-report"
+if python3 "$here/summarize.py" "$out/bench_kernels.json" > "$out/summary.txt"; then
+  cat "$out/summary.txt"
+else
+  fail "summarize.py"
+fi
+
+# The trainer: synthetic teacher data (no dataset on the node), fp32
+# allreduce against 4-bit QSGD (allgather, fixed-width and rANS codes).
+if [ "$quick" = 1 ]; then
+  model=(--model mlp --mlp-widths 784,256,10 --dataset teacher --teacher-samples 4096 --batch 32 --max-steps 12)
+else
+  model=(--model mlp --mlp-widths 784,4096,4096,10 --dataset teacher --teacher-samples 65536 --batch 128 --max-steps 60)
+fi
+configs=("fp32:--strategy allreduce" "4bit-fixed:--strategy allgather --codec fixed --bits 4"
+         "4bit-rans:--strategy allgather --codec rans --bits 4")
+train() {  # train K NAME ARGS...: one trainer run with its trace and log
+  local k="$1" name="$2"
+  shift 2
+  local trace="$out/train-K$k-$name.h5" log="$out/train-K$k-$name.log"
+  rm -f "$trace"
+  if [ "$k" = 1 ]; then
+    # One process, no launcher: MPI starts as a singleton without a daemon.
+    OMPI_MCA_ess_singleton_isolated=1 "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" > "$log" 2>&1
+  else
+    # One rank per GPU: Kokkos picks GPU (local rank mod K).
+    "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$k" \
+      -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_MCA_mca_base_component_path \
+      "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" --kokkos-num-devices="$k" > "$log" 2>&1
+  fi || { fail "qsgd-train K=$k $name (last lines of $log follow)"; tail -n 20 "$log"; return; }
+  echo "K=$k $name: $(grep -c . "$log") lines of log, trace $(basename "$trace")"
+}
+echo "== trainer (K = 1${ranks:+; K = $ranks when at least 2})"
+for c in "${configs[@]}"; do
+  # shellcheck disable=SC2086  # the configuration's options are words
+  train 1 "${c%%:*}" "${model[@]}" ${c#*:} --epochs 1
+done
+if [ "$ranks" -ge 2 ] 2>/dev/null; then
+  for c in "${configs[@]}"; do
+    # shellcheck disable=SC2086
+    train "$ranks" "${c%%:*}" "${model[@]}" ${c#*:} --epochs 1
+  done
+fi
+
+if [ "$nsys_on" = 1 ] && command -v nsys > /dev/null; then
+  echo "== nsys: the trainer at K = 1, CUDA and NVTX ranges together, steps 5..10"
+  trace_apis=nvtx,osrt
+  [ "$gpus" -gt 0 ] && trace_apis=cuda,nvtx,osrt
+  OMPI_MCA_ess_singleton_isolated=1 "$here/nsys/profile-train.sh" --np 0 --trace "$trace_apis" --capture \
+    --out "$out/nsys" --name train-K1-4bit -- \
+    "$here/bin/qsgd-train" "${model[@]}" --strategy allgather --codec fixed --bits 4 --epochs 1 --profile-steps 5:10 \
+    > "$out/nsys.log" 2>&1 || fail "nsys profile (see $out/nsys.log)"
+  tail -n 25 "$out/nsys.log"
+  if [ "$gpus" -gt 0 ] && compgen -G "$out/nsys/*.nsys-rep" > /dev/null; then
+    for rep in "$out"/nsys/*.nsys-rep; do
+      nsys stats --report cuda_gpu_kern_sum --format csv --output "${rep%.nsys-rep}" "$rep" > /dev/null 2>&1 ||
+        nsys stats --report gpukernsum --format csv --output "${rep%.nsys-rep}" "$rep" > /dev/null 2>&1 ||
+        fail "nsys stats (CUDA kernel summary) of $rep"
+    done
+  fi
+else
+  why="nsys not on PATH"
+  [ "$nsys_on" = 0 ] && why="--no-nsys"
+  echo "== nsys: not run ($why); where nsys is: run.sh again, or nsys/profile-train.sh --trace cuda,nvtx,osrt"
+fi
+[ "$status" = 0 ] && echo "run.sh: every step passed; results in $out" || echo "run.sh: some steps failed (failures.txt); results in $out"
 exit $status

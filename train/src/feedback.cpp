@@ -1,5 +1,7 @@
 #include "qsgd/train/feedback.hpp"
 
+#include "qsgd/kernels/detail/arith.hpp"
+
 #include <stdexcept>
 #include <utility>
 
@@ -44,15 +46,16 @@ void FeedbackState::after(std::size_t t, const View& grad, const View& sent) {
     const View m = slice(mean_, t);
     Kokkos::parallel_for(
         "qsgd::train::ef21_update", n, KOKKOS_LAMBDA(std::size_t i) {
-          s(i) += c * sent(i);
-          m(i) += c * grad(i);
+          // Rounded as written on every backend (no FMA): the next message's bytes depend on it.
+          s(i) = qsgd::detail::add_rn(s(i), qsgd::detail::mul_rn(c, sent(i)));
+          m(i) = qsgd::detail::add_rn(m(i), qsgd::detail::mul_rn(c, grad(i)));
           grad(i) = m(i);
         });
   } else {
     Kokkos::parallel_for(
         "qsgd::train::ef_update", n, KOKKOS_LAMBDA(std::size_t i) {
-          s(i) -= c * sent(i);
-          grad(i) *= c;
+          s(i) = qsgd::detail::add_rn(s(i), -qsgd::detail::mul_rn(c, sent(i)));
+          grad(i) = qsgd::detail::mul_rn(grad(i), c);
         });
   }
   Kokkos::fence();
