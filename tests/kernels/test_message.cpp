@@ -751,4 +751,49 @@ TEST(Crc32c, DeviceTreeEqualsHostReference) {
   }
 }
 
+// The zero-shift operator of the team path: crc32c_shift(c, L) is the
+// register after L zero bytes, for lengths around the run and block sizes.
+TEST(Crc32c, ShiftEqualsFeedingZeros) {
+  std::mt19937_64 rng(7);
+  const std::vector<unsigned char> zeros(3 * qsgd::checksum_block_bytes, 0);
+  for (std::size_t len : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(4), std::size_t(1023),
+                          std::size_t(1024), std::size_t(1025), qsgd::checksum_block_bytes - 1,
+                          qsgd::checksum_block_bytes, 3 * qsgd::checksum_block_bytes}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      const std::uint32_t c = static_cast<std::uint32_t>(rng());
+      EXPECT_EQ(qsgd::detail::crc32c_shift(c, len), qsgd::detail::crc32c_host_portable(c, zeros.data(), len))
+          << "length " << len << " register " << c;
+    }
+  }
+}
+
+// The team path (one team per block, a thread per 1 KiB run, runs joined by
+// the zero-shift identity; what device memory takes) equals the sequential
+// definition, on this build's execution space, for sizes that end inside a
+// run, on a run boundary and on a block boundary.
+TEST(Crc32c, TeamPathEqualsHostReference) {
+  const std::size_t B = qsgd::checksum_block_bytes;
+  Kokkos::View<std::uint32_t*, Mem> table("table", 256);
+  {
+    auto h = Kokkos::create_mirror_view(table);
+    for (int i = 0; i < 256; ++i) h(i) = qsgd::detail::crc32c_table()[i];
+    Kokkos::deep_copy(table, h);
+  }
+  std::mt19937_64 rng(202);
+  for (std::size_t bytes : {std::size_t(64), std::size_t(72), std::size_t(64 + 1024), std::size_t(64 + 1032),
+                            64 + B - 8, 64 + B, 64 + B + 8, 64 + 5 * B + 3 * 1024 + 40}) {
+    std::vector<std::uint64_t> words(bytes / 8);
+    for (auto& x : words) x = rng();
+    Words dw("msg", words.size());
+    {
+      auto h = Kokkos::create_mirror_view(dw);
+      for (std::size_t i = 0; i < words.size(); ++i) h(i) = words[i];
+      Kokkos::deep_copy(dw, h);
+    }
+    Kokkos::View<std::uint32_t*, Mem> scratch("scratch", qsgd::checksum_blocks(bytes));
+    const std::uint32_t teams = qsgd::message_checksum_teams(Exec(), dw, bytes, scratch, table);
+    EXPECT_EQ(teams, qsgd::message_checksum_host(words.data(), bytes)) << bytes << " bytes";
+  }
+}
+
 }  // namespace
