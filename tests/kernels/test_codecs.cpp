@@ -892,6 +892,56 @@ TEST(FixedSimd, InvalidCodesAreReportedLikeThePortableKernel) {
     }
 }
 
+// The Elias dense decoder's work item takes three chunks side by side on
+// the host and one on a GPU (dense_group_for): both group sizes give the same
+// sums and report the same first bad chunk, on valid messages and on
+// payloads with flipped bits. Run here on the host with both sizes.
+TEST(EliasDenseGroups, OneChunkPerWorkItemEqualsThree) {
+  using HostU = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CW = Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CF = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  std::mt19937_64 rng(41);
+  for (std::uint32_t s : {1u, 16u, 100u})
+    for (std::uint64_t n : {std::uint64_t(1), std::uint64_t(4095), std::uint64_t(3 * 4096 + 5), std::uint64_t(50001)}) {
+      SCOPED_TRACE("s=" + std::to_string(s) + " n=" + std::to_string(n));
+      qsgd::Codec<Kokkos::DefaultHostExecutionSpace> codec(config(CodecKind::elias_dense, s, 512, Norm::max));
+      const std::vector<float> x = make_input(Input::gaussian, n, n);
+      Kokkos::View<float*, Kokkos::HostSpace> hx("x", n);
+      for (std::uint64_t i = 0; i < n; ++i) hx(i) = x[i];
+      Kokkos::View<std::uint64_t*, Kokkos::HostSpace> out("out", codec.max_message_bytes(n) / 8 + 1);
+      codec.encode(hx, n, qsgd::RngKey{3, 1, 0, 0}, out);
+      const qsgd::MessageHeader h = *reinterpret_cast<const qsgd::MessageHeader*>(out.data());
+      const qsgd::MessageLayout lay = qsgd::layout_of(h);
+      Kokkos::View<std::uint32_t*, Kokkos::HostSpace> tab("tab", qsgd::detail::dense_table_size);
+      qsgd::detail::fill_dense_table(Kokkos::DefaultHostExecutionSpace(), tab, s);
+      for (int trial = 0; trial < 6; ++trial) {
+        std::vector<std::uint64_t> words(out.data(), out.data() + lay.total_words);
+        if (trial > 0 && lay.payload_words > 0)  // flip a few payload bits
+          for (int k = 0; k < trial; ++k) words[lay.payload_word + rng() % lay.payload_words] ^= 1ull << (rng() % 64);
+        const CW offsets(words.data() + lay.offsets_word, h.nchunks);
+        const CW payload(words.data() + lay.payload_word, lay.payload_words);
+        const CF scales(reinterpret_cast<const float*>(words.data() + lay.scales_word), lay.buckets);
+        std::vector<float> a1 = random_acc(n, 5), a3 = a1;
+        const auto run = [&](auto g, std::vector<float>& acc) {
+          return qsgd::detail::decode_elias_dense_grouped<decltype(g)::value>(
+              Kokkos::DefaultHostExecutionSpace(), offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, tab,
+              qsgd::detail::AccumulateSink<HostU>{HostU(acc.data(), n), 0.5f});
+        };
+        const std::uint64_t bad1 = run(std::integral_constant<int, 1>{}, a1);
+        const std::uint64_t bad3 = run(std::integral_constant<int, 3>{}, a3);
+        ASSERT_EQ(bad1, bad3) << "trial " << trial;
+        if (trial == 0) {
+          ASSERT_EQ(bad1, qsgd::detail::no_index);
+        }
+        if (bad1 == qsgd::detail::no_index) {
+          for (std::uint64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(float_bits(a1[i]), float_bits(a3[i])) << "trial " << trial << " i " << i;
+          }
+        }
+      }
+    }
+}
+
 // One large vector (n = 2^20, several checksum blocks, 256 chunks) per codec.
 TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {
   const std::uint64_t n = 1u << 20;

@@ -59,7 +59,14 @@ constexpr std::uint32_t dense_peek_bits = 12;
 constexpr std::uint64_t dense_table_size = std::uint64_t(1) << dense_peek_bits;
 constexpr std::uint32_t dense_table_symbols = 3;
 constexpr std::uint64_t dense_segment = 256;  // coordinates decoded before they are delivered
-constexpr int dense_group = 3;                // chunks one work item decodes side by side
+constexpr int dense_group = 3;                // chunks one work item decodes side by side (host)
+// Chunks per work item by backend: three side by side overlap the look-up
+// latency of one CPU core; on a GPU one chunk per thread (thousands of
+// threads, a third of the registers and local arrays per thread).
+template <class ExecSpace>
+constexpr int dense_group_for() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible ? dense_group : 1;
+}
 
 KOKKOS_INLINE_FUNCTION std::uint32_t dense_table_entry(std::uint32_t pattern, std::uint32_t s) {
   constexpr std::uint32_t w = dense_peek_bits;
@@ -462,8 +469,9 @@ struct DenseChunk {
 };
 
 /*
- * decode_elias_dense (decode_elias<false>)
- * Algorithm: one work item per dense_group (three) chunks, decoded side by side
+ * decode_elias_dense_grouped<G> (decode_elias<false>, through decode_elias_dense)
+ * Algorithm: one work item per G chunks (dense_group_for: three on the host,
+ *   one on a GPU; G a template argument for tests), decoded side by side
  *   so that the chains of table look-ups (each look-up needs the bits the one
  *   before consumed) overlap. Per segment of up to dense_segment coordinates
  *   and chunk: (1) the levels into the chunk's local array: look-ups in the
@@ -474,17 +482,18 @@ struct DenseChunk {
  *   bucket by bucket. A chunk that fails delivers nothing of its segment.
  * Validity and the bad-chunk report are those of the bit-serial decoder.
  */
-template <class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
-std::uint64_t decode_elias_dense(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
-                                 std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
-                                 std::uint32_t s, std::uint32_t chunk, const TableView& tab, const Sink& sink) {
+template <int G, class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
+std::uint64_t decode_elias_dense_grouped(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                                         std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n,
+                                         std::uint32_t d, std::uint32_t s, std::uint32_t chunk, const TableView& tab,
+                                         const Sink& sink) {
+  static_assert(G >= 1, "at least one chunk per work item");
   const std::uint64_t nchunks = ceil_div(n, chunk);
   std::uint64_t first_bad = no_index;
   if (nchunks == 0) return first_bad;
   Kokkos::parallel_reduce(
-      "qsgd::decode[elias-dense]", Kokkos::RangePolicy<ExecSpace>(exec, 0, ceil_div(nchunks, dense_group)),
+      "qsgd::decode[elias-dense]", Kokkos::RangePolicy<ExecSpace>(exec, 0, ceil_div(nchunks, std::uint64_t(G))),
       KOKKOS_LAMBDA(std::uint64_t group, std::uint64_t& bad) {
-        constexpr int G = dense_group;
         DenseChunk<WordView> ch[G];
         for (int g = 0; g < G; ++g) {
           const std::uint64_t c = G * group + static_cast<std::uint64_t>(g);
@@ -533,6 +542,15 @@ std::uint64_t decode_elias_dense(const ExecSpace& exec, const OffView& offsets, 
       },
       Kokkos::Min<std::uint64_t>(first_bad));
   return first_bad;
+}
+
+// With the backend's group size.
+template <class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
+std::uint64_t decode_elias_dense(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                                 std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
+                                 std::uint32_t s, std::uint32_t chunk, const TableView& tab, const Sink& sink) {
+  return decode_elias_dense_grouped<dense_group_for<ExecSpace>()>(exec, offsets, payload, payload_bits, scales, n, d,
+                                                                  s, chunk, tab, sink);
 }
 
 /*
