@@ -714,10 +714,11 @@ TEST(Crc32c, InterleavedRunsEqualTheTablePath) {
     }
 }
 
-// message_checksum in the execution space (one block per thread, 64 KiB
-// blocks, then the CRC of the block CRCs) equals message_checksum_host, for
-// sizes around the block boundaries; and an encoded message stores it at
-// byte 60.
+// message_checksum in the execution space (64 KiB blocks, then the CRC of
+// the block CRCs) equals message_checksum_host, for sizes around the block
+// boundaries and the team path's 1 KiB runs; so does the team path (a team
+// per block, a thread per run, runs joined by the zero-shift identity: what
+// device memory takes), run here in this build's execution space.
 TEST(Crc32c, DeviceTreeEqualsHostReference) {
   const std::size_t B = qsgd::checksum_block_bytes;
   Kokkos::View<std::uint32_t*, Mem> table("table", 256);
@@ -727,7 +728,8 @@ TEST(Crc32c, DeviceTreeEqualsHostReference) {
     Kokkos::deep_copy(table, h);
   }
   std::mt19937_64 rng(101);
-  for (std::size_t bytes : {std::size_t(64), std::size_t(72), 64 + B - 8, 64 + B, 64 + B + 8, 64 + 3 * B + 24}) {
+  for (std::size_t bytes : {std::size_t(64), std::size_t(72), std::size_t(64 + 1024), std::size_t(64 + 1032), 64 + B - 8,
+                            64 + B, 64 + B + 8, 64 + 3 * B + 24, 64 + 5 * B + 3 * 1024 + 40}) {
     std::vector<std::uint64_t> words(bytes / 8);
     for (auto& x : words) x = rng();
     Words dw("msg", words.size());
@@ -739,6 +741,7 @@ TEST(Crc32c, DeviceTreeEqualsHostReference) {
     Kokkos::View<std::uint32_t*, Mem> scratch("scratch", qsgd::checksum_blocks(bytes));
     const std::uint32_t dev = qsgd::message_checksum(Exec(), dw, bytes, scratch, table);
     EXPECT_EQ(dev, qsgd::message_checksum_host(words.data(), bytes)) << bytes << " bytes";
+    EXPECT_EQ(qsgd::message_checksum_teams(Exec(), dw, bytes, scratch, table), dev) << bytes << " bytes, team path";
     // The definition: CRC32C over the concatenated little-endian block CRCs.
     std::vector<unsigned char> cat;
     const auto* p = reinterpret_cast<const unsigned char*>(words.data());
@@ -764,35 +767,6 @@ TEST(Crc32c, ShiftEqualsFeedingZeros) {
       EXPECT_EQ(qsgd::detail::crc32c_shift(c, len), qsgd::detail::crc32c_host_portable(c, zeros.data(), len))
           << "length " << len << " register " << c;
     }
-  }
-}
-
-// The team path (one team per block, a thread per 1 KiB run, runs joined by
-// the zero-shift identity; what device memory takes) equals the sequential
-// definition, on this build's execution space, for sizes that end inside a
-// run, on a run boundary and on a block boundary.
-TEST(Crc32c, TeamPathEqualsHostReference) {
-  const std::size_t B = qsgd::checksum_block_bytes;
-  Kokkos::View<std::uint32_t*, Mem> table("table", 256);
-  {
-    auto h = Kokkos::create_mirror_view(table);
-    for (int i = 0; i < 256; ++i) h(i) = qsgd::detail::crc32c_table()[i];
-    Kokkos::deep_copy(table, h);
-  }
-  std::mt19937_64 rng(202);
-  for (std::size_t bytes : {std::size_t(64), std::size_t(72), std::size_t(64 + 1024), std::size_t(64 + 1032),
-                            64 + B - 8, 64 + B, 64 + B + 8, 64 + 5 * B + 3 * 1024 + 40}) {
-    std::vector<std::uint64_t> words(bytes / 8);
-    for (auto& x : words) x = rng();
-    Words dw("msg", words.size());
-    {
-      auto h = Kokkos::create_mirror_view(dw);
-      for (std::size_t i = 0; i < words.size(); ++i) h(i) = words[i];
-      Kokkos::deep_copy(dw, h);
-    }
-    Kokkos::View<std::uint32_t*, Mem> scratch("scratch", qsgd::checksum_blocks(bytes));
-    const std::uint32_t teams = qsgd::message_checksum_teams(Exec(), dw, bytes, scratch, table);
-    EXPECT_EQ(teams, qsgd::message_checksum_host(words.data(), bytes)) << bytes << " bytes";
   }
 }
 
