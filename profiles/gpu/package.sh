@@ -37,7 +37,7 @@ for d in "$pkglibdir" "$pkgdatadir" "$bindir"; do
   case "$d" in "$prefix"/*) ;; *) die "Open MPI's $d is not under its prefix $prefix; cannot relocate it" ;; esac
 done
 # PMIx (an external library in Debian's Open MPI): its components' folder.
-pmix_lib="$(ldconfig -p | awk '/libpmix\.so\.2 .*x86-64/ && !p {p = $NF} END {print p}')"
+pmix_lib="$(for f in "$pkglibdir"/*.so; do ldd "$f"; done | awk '$1 ~ /^libpmix\.so/ && $3 ~ /^\// && !p {p = $3} END {print p}')"
 pmix_prefix=""
 if [ -n "$pmix_lib" ]; then
   # Its install prefix is a string in the library: the one with lib/pmix.

@@ -102,10 +102,12 @@ train() {  # train K NAME ARGS...: one trainer run with its trace and log
     # One process, no launcher: MPI starts as a singleton without a daemon.
     OMPI_MCA_ess_singleton_isolated=1 "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" > "$log" 2>&1
   else
-    # One rank per GPU: Kokkos picks GPU (local rank mod K).
+    # Each rank its own GPU: Kokkos takes device (local rank mod the count).
+    local devices=()
+    [ "$gpus" -gt 0 ] && devices=(--kokkos-num-devices="$gpus")
     "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$k" \
       -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_MCA_mca_base_component_path \
-      "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" --kokkos-num-devices="$k" > "$log" 2>&1
+      "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" "${devices[@]}" > "$log" 2>&1
   fi || { fail "qsgd-train K=$k $name (last lines of $log follow)"; tail -n 20 "$log"; return; }
   echo "K=$k $name: $(grep -c . "$log") lines of log, trace $(basename "$trace")"
 }

@@ -50,6 +50,8 @@ if unshare -m "$out/hidden.sh" env LD_LIBRARY_PATH="$pkg/lib" "$pkg/bin/qsgd-tra
      --mlp-widths 16,8,2 --teacher-samples 64 --max-steps 1 --quiet > "$out/unpackaged.log" 2>&1; then
   fail "qsgd-train started without the packaged MPI runtime: the namespace does not hide the system's"
 fi
+grep -qE 'opal_init|orte_init|ompi_rte_init|MPI_INIT' "$out/unpackaged.log" ||
+  { cat "$out/unpackaged.log"; fail "qsgd-train without the packaged runtime failed, but not in MPI's start-up"; }
 
 start=$SECONDS
 unshare -m "$out/hidden.sh" "$pkg/run.sh" --quick --ranks 2 "$res" > "$out/run.log" 2>&1 ||
@@ -61,7 +63,7 @@ for t in test_quantize test_codecs test_message test_stats test_backends; do
 done
 grep -q '^device space ' "$res/test_backends.log" || fail "test_backends did not report the spaces it compared"
 for k in "quantize + fixed-width encode" "decode-accumulate (fixed)" "quantize + rANS encode" "decode-accumulate (rANS)" \
-         "quantize + Elias dense encode" "CRC32C"; do
+         "quantize + Elias dense encode" "decode-accumulate (Elias dense)" "quantize alone" "CRC32C"; do
   line="$(grep -F "$k" "$res/summary.txt")" || fail "kernel table lacks '$k'"
   [[ "$line" =~ [0-9]+\.[0-9]+[[:space:]]+0\.[0-9]{3}|[0-9]+\.[0-9]+[[:space:]]+[1-9][0-9]*\.[0-9]{3} ]] ||
     fail "kernel table row without GB/s and a fraction of copy: $line"

@@ -139,7 +139,7 @@ std::uint32_t message_checksum_teams(const ExecSpace& exec, const WordView& word
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   // A thread per run on a GPU (64 per full block); a host team is one thread.
-  constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+  constexpr bool host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
   const int team = host ? 1 : static_cast<int>(runs_per_block);
   Kokkos::parallel_for(
       "qsgd::checksum[crc32c-teams]", Policy(exec, static_cast<int>(nblocks), team),

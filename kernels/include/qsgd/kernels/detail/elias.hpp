@@ -65,7 +65,7 @@ constexpr int dense_group = 3;                // chunks one work item decodes si
 // threads, a third of the registers and local arrays per thread).
 template <class ExecSpace>
 constexpr int dense_group_for() {
-  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible ? dense_group : 1;
+  return Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible ? dense_group : 1;  // a host space
 }
 
 KOKKOS_INLINE_FUNCTION std::uint32_t dense_table_entry(std::uint32_t pattern, std::uint32_t s) {
