@@ -172,10 +172,8 @@ std::uint32_t message_checksum_host(const void* data, std::size_t total_bytes) {
   for (std::size_t b = 0; b < nblocks; ++b) {
     std::size_t begin, len;
     checksum_block_range(b, total_bytes, begin, len);
-    const std::uint32_t v = detail::crc32c_bytes_host(p + begin, len);
-    const unsigned char le[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
-                                 static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
-    outer = detail::crc32c_host(outer, le, 4);
+    const detail::Le32 le(detail::crc32c_bytes_host(p + begin, len));
+    outer = detail::crc32c_host(outer, le.b, 4);
   }
   return ~outer;
 }

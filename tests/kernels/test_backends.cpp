@@ -69,14 +69,10 @@ long long first_difference(const std::vector<T>& a, const std::vector<T>& b) {
   return -1;
 }
 
-TEST(Backends, ReportTheSpacesCompared) {
-  std::printf("device space %s (memory %s), host space %s (memory %s)\n", Exec::name(), Mem::name(),
-              HostExec::name(), HostMem::name());
-  SUCCEED();
-}
-
 // Both spaces encode the same input with the same key into the same bytes.
 TEST(Backends, SameMessagesLevelsAndSums) {
+  std::printf("device space %s (memory %s), host space %s (memory %s)\n", Exec::name(), Mem::name(),
+              HostExec::name(), HostMem::name());
   const qsgd::RngKey key{20261203, 17, 3, 5};
   for (const Case& c : cases()) {
     SCOPED_TRACE(name(c));

@@ -43,12 +43,19 @@ std::uint32_t crc32c_host_portable(std::uint32_t crc, const unsigned char* p, st
 const char* crc32c_host_isa();
 const std::uint32_t* crc32c_table();  // 256 entries, reflected polynomial 0x82F63B78
 
+// The table-driven register update, on any backend.
+template <class TableView>
+KOKKOS_INLINE_FUNCTION std::uint32_t crc32c_update_table(std::uint32_t crc, const unsigned char* p, std::size_t len,
+                                                         const TableView& table) {
+  for (std::size_t i = 0; i < len; ++i) crc = table((crc ^ p[i]) & 0xFFu) ^ (crc >> 8);
+  return crc;
+}
+
 template <class TableView>
 KOKKOS_INLINE_FUNCTION std::uint32_t crc32c_update(std::uint32_t crc, const unsigned char* p, std::size_t len,
                                                    const TableView& table) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  for (std::size_t i = 0; i < len; ++i) crc = table((crc ^ p[i]) & 0xFFu) ^ (crc >> 8);
-  return crc;
+  return crc32c_update_table(crc, p, len, table);
 #else
   (void)table;
   return crc32c_host(crc, p, len);
@@ -73,8 +80,7 @@ KOKKOS_INLINE_FUNCTION std::uint32_t crc32c_multmodp(std::uint32_t a, std::uint3
 
 // The register after feeding `len` zero bytes to register c: c * x^(8 len) mod P.
 KOKKOS_INLINE_FUNCTION std::uint32_t crc32c_shift(std::uint32_t c, std::uint64_t len) {
-  std::uint32_t sq = 1u << 30;                                   // x^1
-  for (int k = 0; k < 3; ++k) sq = crc32c_multmodp(sq, sq);      // x^8: one byte
+  std::uint32_t sq = 1u << 23;  // x^8 (one byte; degree below 32, nothing to reduce)
   for (; len != 0; len >>= 1) {
     if (len & 1u) c = crc32c_multmodp(sq, c);
     sq = crc32c_multmodp(sq, sq);
@@ -82,13 +88,13 @@ KOKKOS_INLINE_FUNCTION std::uint32_t crc32c_shift(std::uint32_t c, std::uint64_t
   return c;
 }
 
-// The table-driven register update, on any backend.
-template <class TableView>
-KOKKOS_INLINE_FUNCTION std::uint32_t crc32c_update_table(std::uint32_t crc, const unsigned char* p, std::size_t len,
-                                                         const TableView& table) {
-  for (std::size_t i = 0; i < len; ++i) crc = table((crc ^ p[i]) & 0xFFu) ^ (crc >> 8);
-  return crc;
-}
+// A block CRC as the 4 little-endian bytes the combine feeds.
+struct Le32 {
+  unsigned char b[4];
+  KOKKOS_INLINE_FUNCTION explicit Le32(std::uint32_t v)
+      : b{static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v >> 16),
+          static_cast<unsigned char>(v >> 24)} {}
+};
 
 // XOR as a Kokkos reducer (the join of the zero-shift terms).
 struct CrcXor {
@@ -164,10 +170,8 @@ std::uint32_t message_checksum_teams(const ExecSpace& exec, const WordView& word
   Kokkos::parallel_reduce(
       "qsgd::checksum[combine-teams]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nblocks),
       KOKKOS_LAMBDA(std::size_t b, std::uint32_t& acc) {
-        const std::uint32_t v = block_crcs(b);
-        const unsigned char le[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
-                                     static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
-        acc ^= detail::crc32c_shift(detail::crc32c_update_table(0u, le, 4, table), 4 * (nblocks - 1 - b));
+        const detail::Le32 le(block_crcs(b));
+        acc ^= detail::crc32c_shift(detail::crc32c_update_table(0u, le.b, 4, table), 4 * (nblocks - 1 - b));
       },
       detail::CrcXor(terms));
   return ~(terms ^ detail::crc32c_shift(0xFFFFFFFFu, 4 * nblocks));
@@ -194,10 +198,8 @@ std::uint32_t message_checksum(const ExecSpace& exec, const WordView& words, std
     Kokkos::fence();
     std::uint32_t crc = 0xFFFFFFFFu;
     for (std::size_t b = 0; b < nblocks; ++b) {
-      const std::uint32_t v = block_crcs(b);
-      const unsigned char le[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
-                                   static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
-      crc = detail::crc32c_update(crc, le, 4, table);
+      const detail::Le32 le(block_crcs(b));
+      crc = detail::crc32c_update(crc, le.b, 4, table);
     }
     return ~crc;
   }
