@@ -12,7 +12,7 @@
 #   scripts/build-cuda.sh              the CI check: every library and program,
 #                                      the kernel tests (QSGD_TESTS_KERNELS_ONLY)
 #   scripts/build-cuda.sh --all-tests  also the comm, models and trainer tests
-#                                      (about 30% more device compile time)
+#                                      (212 s more on 2 cores, after 651 s)
 set -euo pipefail
 kernel_tests_only=ON
 for arg in "$@"; do
