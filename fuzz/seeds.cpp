@@ -298,6 +298,7 @@ qsgd::trace::StepRecord step_record(std::int64_t step, int rank, int buckets) {
   r.wire_bytes = 1000 + static_cast<std::uint64_t>(step);
   r.bits_per_dim = 4.5;
   r.loss = 2.3 - 0.1 * static_cast<double>(step);
+  r.grad_norm = 1.5 + 0.01 * static_cast<double>(step);
   for (int b = 0; b < buckets && b < qsgd::trace::max_buckets; ++b) {
     r.bucket_start[b] = 0.001 * b;
     r.bucket_posted[b] = 0.001 * b + 0.0005;

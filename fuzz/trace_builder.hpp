@@ -60,6 +60,7 @@ inline const std::vector<DatasetSpec>& trace_datasets() {
       {"steps", "step_time", Family::f64, Shape::rows_ranks},
       {"steps", "bits_per_dim", Family::f64, Shape::rows_ranks},
       {"steps", "loss", Family::f64, Shape::rows_ranks},
+      {"steps", "grad_norm", Family::f64, Shape::rows_ranks},
       {"steps", "wire_bytes", Family::u64, Shape::rows_ranks},
       {"buckets", "count", Family::i32, Shape::rows_ranks},
       {"buckets", "start", Family::f64, Shape::rows_ranks_buckets},

@@ -161,7 +161,7 @@ std::vector<std::uint8_t> trace_claimed_steps() {
     claimed(steps, "step", H5T_NATIVE_INT64, {rows});
     claimed(steps, "epoch", H5T_NATIVE_INT32, {rows});
     for (const char* name : {"forward", "backward", "quantize", "encode", "requantize", "comm_exposed", "comm_hidden",
-                             "decode", "update", "step_time", "bits_per_dim", "loss"})
+                             "decode", "update", "step_time", "bits_per_dim", "loss", "grad_norm"})
       claimed(steps, name, H5T_NATIVE_DOUBLE, {rows, ranks});
     claimed(steps, "wire_bytes", H5T_NATIVE_UINT64, {rows, ranks});
     H5Gclose(steps);

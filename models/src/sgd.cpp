@@ -35,6 +35,14 @@ double LrSchedule::at(std::size_t step) const {
   return base_lr;
 }
 
+float clip_coefficient(double norm, double max_norm) {
+  if (!std::isfinite(norm) || norm < 0)
+    throw std::invalid_argument("clip_coefficient: gradient norm " + std::to_string(norm) + " is not finite or negative");
+  if (!(max_norm > 0)) return 1.0f;
+  const double c = max_norm / (norm + 1e-6);
+  return c < 1.0 ? static_cast<float>(c) : 1.0f;
+}
+
 Sgd::Sgd(const Flat& params, const SgdConfig& config)
     : params_(params), buf_(QSGD_MODELS_LABEL("sgd_momentum"), params.extent(0)), config_(config) {
   config_.lr.validate();
@@ -46,7 +54,9 @@ Sgd::Sgd(const Flat& params, const SgdConfig& config)
 // Purpose: the fused SGD update of the header comment.
 // Algorithm: one thread per coordinate.
 // Cost: reads p, grad, buf; writes p, buf: 20 bytes per coordinate.
-void Sgd::step(const ConstFlat& grad) {
+// grad_scale * grad(i) with grad_scale == 1 is grad(i) exactly (IEEE), so an
+// unclipped step has the bits it had before the scale existed.
+void Sgd::step(const ConstFlat& grad, float grad_scale) {
   if (grad.extent(0) != params_.extent(0)) {
     throw std::invalid_argument("Sgd::step: gradient has " + std::to_string(grad.extent(0)) + " elements, parameters " +
                                 std::to_string(params_.extent(0)));
@@ -59,7 +69,7 @@ void Sgd::step(const ConstFlat& grad) {
   const auto buf = buf_;
   Kokkos::parallel_for(
       QSGD_MODELS_LABEL("sgd_step"), Kokkos::RangePolicy<ExecSpace>(0, p.extent(0)), KOKKOS_LAMBDA(std::size_t i) {
-        const float g = grad(i) + wd * p(i);
+        const float g = grad_scale * grad(i) + wd * p(i);
         const float b = mu * buf(i) + g;
         buf(i) = b;
         p(i) = p(i) - lr * (nesterov ? g + mu * b : b);

@@ -87,6 +87,44 @@ TEST(Sgd, DeterministicAndChecksLength) {
   EXPECT_THROW(Sgd(p, config(0.1, -0.5, 0.0)), std::invalid_argument);
 }
 
+TEST(Sgd, ClipCoefficientIsTorchsRule) {
+  // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied
+  // only when below 1; max_norm <= 0 here means no clipping.
+  EXPECT_EQ(clip_coefficient(4.0, 1.0), static_cast<float>(1.0 / (4.0 + 1e-6)));
+  EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0f);
+  EXPECT_EQ(clip_coefficient(1.0, 1.0), static_cast<float>(1.0 / (1.0 + 1e-6)));  // at the bound: 1 - 1e-6, as torch
+  EXPECT_EQ(clip_coefficient(1e9, 0.0), 1.0f);
+  EXPECT_EQ(clip_coefficient(0.0, 1.0), 1.0f);
+  EXPECT_LT(clip_coefficient(3.0, 1.5), 0.5f);
+  EXPECT_GT(clip_coefficient(3.0, 1.5), 0.4999f);
+  EXPECT_THROW(clip_coefficient(std::nan(""), 1.0), std::invalid_argument);
+  EXPECT_THROW(clip_coefficient(HUGE_VAL, 0.0), std::invalid_argument);
+  EXPECT_THROW(clip_coefficient(-1.0, 1.0), std::invalid_argument);
+}
+
+TEST(Sgd, GradScaleMultipliesTheGradientOnly) {
+  // lr 0.5, momentum 0.5, weight decay 0.25, scale 0.5, p0 = 1, grad 1:
+  //   g = 0.5*1 + 0.25*1 = 0.75; buf = 0.75; p = 1 - 0.375 = 0.625
+  // (weight decay is not scaled: torch clips .grad before the optimizer adds it).
+  auto p = flat({1.0f});
+  Sgd sgd(p, config(0.5, 0.5, 0.25));
+  sgd.step(flat({1.0f}), 0.5f);
+  EXPECT_EQ(test::to_host(p), std::vector<double>{0.625});
+  EXPECT_EQ(test::to_host(sgd.momentum_buffer()), std::vector<double>{0.75});
+  // A scale of 1 gives the bits of the unscaled step.
+  auto run = [](bool explicit_one) {
+    auto q = flat({0.1f, 0.2f, 0.3f, -0.7f});
+    Sgd s(q, config(0.05, 0.9, 1e-4));
+    for (int i = 0; i < 10; ++i) {
+      const auto g = flat({0.3f, -0.1f, 0.01f * static_cast<float>(i), 1e-3f});
+      if (explicit_one) s.step(g, 1.0f);
+      else s.step(g);
+    }
+    return test::to_host(q);
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 TEST(LrSchedule, WarmupThenStepDecay) {
   LrSchedule s;
   s.base_lr = 0.4;

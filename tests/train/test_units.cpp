@@ -1,10 +1,12 @@
 // Unit tests of qsgd::train's pieces that need no MPI job: the command line
-// (every refusal names the option and the value) and the checkpoint file
+// (every refusal names the option and the value), the checkpoint file
 // (round trip of every field, each mismatch named, the size checked before
-// anything is read). The end-to-end checks of qsgd-train are the shell tests
-// next to this file.
+// anything is read) and the trace reader on older traces. The end-to-end
+// checks of qsgd-train are the shell tests next to this file.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "qsgd/train/checkpoint.hpp"
 #include "qsgd/train/options.hpp"
+#include "qsgd/train/trace.hpp"
 
 namespace qt = qsgd::train;
 
@@ -53,6 +56,8 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
       {{"--s", "4294967312"}, "--s needs an integer in 0..4294967295, got '4294967312'"},
       {{"--d", "4294967296"}, "--d needs an integer in 0..4294967295"},
       {{"--lr", "inf"}, "--lr needs a finite number, got 'inf'"},
+      {{"--clip-norm", "-1"}, "--clip-norm"},
+      {{"--clip-norm", "nan"}, "--clip-norm"},
       {{"--fusion-mb", "17592186044417"}, "--fusion-mb is too large"},
       {{"--checkpoint-signal", "KILL", "--checkpoint", "c"}, "--checkpoint-signal must be USR1, USR2, TERM, INT or HUP, got 'KILL'"},
       {{"--checkpoint-signal", "USR1"}, "--checkpoint-signal needs --checkpoint FILE"},
@@ -90,6 +95,17 @@ TEST(Options, PowerSgdRankIsPartOfItsRunIdentityOnly) {
   EXPECT_NE(r2.describe().find("powersgd rank 2 +ef-unscaled"), std::string::npos) << r2.describe();
   // Another strategy's configuration does not carry the rank.
   EXPECT_EQ(parse({"--powersgd-rank", "2"}).to_json(), parse({}).to_json());
+}
+
+TEST(Options, ClipNormIsPartOfTheRunIdentityWhenOn) {
+  const auto clip = parse({"--clip-norm", "0.25"});
+  EXPECT_EQ(clip.clip_norm, 0.25);
+  EXPECT_NE(clip.to_json().find("\"clip_norm\":0.25"), std::string::npos) << clip.to_json();
+  EXPECT_NE(clip.to_json(), parse({"--clip-norm", "0.5"}).to_json());
+  // Off (0, the default) leaves the configuration as it was before the
+  // option existed, so earlier runs keep their hash and checkpoints.
+  EXPECT_EQ(parse({"--clip-norm", "0"}).to_json(), parse({}).to_json());
+  EXPECT_EQ(parse({}).to_json().find("clip_norm"), std::string::npos);
 }
 
 TEST(Options, CheckpointSignalIsTakenByNameAndLeftOutOfTheRunIdentity) {
@@ -266,4 +282,45 @@ TEST(Checkpoint, AFlippedBitFailsTheChecksum) {
   b[72 + 8] ^= 0x10;  // rank 0's epoch time
   std::ofstream(f.path, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
   EXPECT_NE(load_error(f.path, st.config_hash, 5, 2).find("fails its checksum"), std::string::npos);
+}
+
+// Traces of schema 2 written before grad_norm existed (the committed
+// reference runs, the DDP yardstick's) still load, to resume or rewrite:
+// their steps read as "not measured" (NaN), and a rewrite stores that.
+TEST(Trace, AStepFieldAddedLaterIsNaNWhereATraceLacksIt) {
+  TempPath f;
+  qsgd::trace::StepRecord r;
+  r.step = 0;
+  r.loss = 2.5;
+  r.grad_norm = 1.25;
+  {
+    qsgd::trace::TraceWriter w(f.path, 1, {{"schema", "2"}}, false);
+    w.add_step({r});
+    r.step = 1;
+    w.add_step({r});
+    w.flush();
+  }
+  const auto read_norms = [&] {
+    std::vector<double> v(2, -1.0);
+    const hid_t file = H5Fopen(f.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(file, "steps/grad_norm", H5P_DEFAULT);
+    EXPECT_GE(d, 0) << "no steps/grad_norm in " << f.path;
+    if (d >= 0) {
+      H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+      H5Dclose(d);
+    }
+    H5Fclose(file);
+    return v;
+  };
+  EXPECT_EQ(read_norms(), (std::vector<double>{1.25, 1.25}));
+  {  // as an older trace: the dataset absent (which also breaks the seal)
+    const hid_t file = H5Fopen(f.path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(H5Ldelete(file, "steps/grad_norm", H5P_DEFAULT), 0);
+    H5Fclose(file);
+  }
+  qsgd::trace::TraceWriter w(f.path, 1, {{"schema", "2"}}, true, qsgd::trace::Check::structure_only);
+  EXPECT_EQ(w.steps(), 2);
+  w.flush();
+  const auto v = read_norms();
+  EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1])) << v[0] << ", " << v[1];
 }

@@ -88,6 +88,7 @@ model and data:
 optimization:
   --batch N per rank (128)  --epochs N (1)  --max-steps N per epoch (0 = all)
   --lr X (0.05)  --momentum X (0.9)  --weight-decay X (0)  --warmup STEPS (0)
+  --clip-norm X (0 = off): scale the averaged gradient to L2 norm <= X before the update
   --lr-decay constant|cosine|step  --seed N (1)
 exchange:
   --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce|shared-scale|powersgd (allreduce)
@@ -154,6 +155,7 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--lr") o.lr = parse_real(a, val());
     else if (a == "--momentum") o.momentum = parse_real(a, val());
     else if (a == "--weight-decay") o.weight_decay = parse_real(a, val());
+    else if (a == "--clip-norm") o.clip_norm = parse_real(a, val(), 0.0);
     else if (a == "--warmup") o.warmup = parse_count(a, val());
     else if (a == "--lr-decay") o.lr_decay = parse_lr_decay(val());
     else if (a == "--seed") o.seed = parse_count(a, val());
@@ -312,6 +314,7 @@ std::string Options::to_json() const {
   j["lr"] = lr;
   j["momentum"] = momentum;
   j["weight_decay"] = weight_decay;
+  if (clip_norm > 0) j["clip_norm"] = clip_norm;  // absent when off: earlier runs keep their hash
   j["warmup"] = warmup;
   j["lr_decay"] = to_string(lr_decay);
   j["seed"] = seed;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <sys/stat.h>
@@ -113,13 +114,15 @@ void within_file(hsize_t rows, hsize_t bytes_each, unsigned long long file_bytes
          " bytes can hold");
 }
 
-// Step fields: name, units, description, member.
+// Step fields: name, units, description, member, and whether traces of the
+// same schema may lack it (added later; read as NaN, "not measured").
 using StepMember = double StepRecord::*;  // an alias: nvcc's host pass warns on the bare declarator
 struct DoubleField {
   const char* name;
   const char* units;
   const char* description;
   StepMember member;
+  bool optional = false;
 };
 const DoubleField step_fields[] = {
     {"forward", "s", "forward pass", &StepRecord::forward},
@@ -135,6 +138,8 @@ const DoubleField step_fields[] = {
     {"step_time", "s", "wall time of the whole step", &StepRecord::step_time},
     {"bits_per_dim", "bit", "wire bits per gradient element", &StepRecord::bits_per_dim},
     {"loss", "1", "training loss of the rank's mini-batch", &StepRecord::loss},
+    {"grad_norm", "1", "L2 norm of the averaged gradient before --clip-norm (NaN: clipping off, not measured)",
+     &StepRecord::grad_norm, true},
 };
 
 bool exists(const std::string& p) {
@@ -552,6 +557,11 @@ void TraceWriter::load(Check check) {
       steps_[r][c].epoch = eps[r];
     }
   for (const auto& f : step_fields) {
+    if (f.optional && H5Lexists(steps.id, f.name, H5P_DEFAULT) <= 0) {
+      for (auto& row : steps_)
+        for (auto& rec : row) rec.*(f.member) = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
     const auto v = read_dataset<double>(steps.id, f.name, rows * cols);
     for (hsize_t r = 0; r < rows; ++r)
       for (hsize_t c = 0; c < cols; ++c) steps_[r][c].*(f.member) = v[r * cols + c];

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "qsgd/comm/bucketer.hpp"
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/kernels/profiling.hpp"
+#include "qsgd/kernels/quantize.hpp"
 #include "qsgd/models/char_lstm.hpp"
 #include "qsgd/models/cnn.hpp"
 #include "qsgd/models/data/batch_loader.hpp"
@@ -179,6 +181,18 @@ std::string bucket_plan_json(const Buckets& buckets) {
   return s + "]";
 }
 
+// g_i^2 of the averaged gradient, a term of its squared norm: a named
+// functor, as fixed_order_sum's kernels capture it on every backend. The
+// square of a float is exact in double, so the sum's order alone decides
+// the bits (detail::fixed_order_sum fixes it by n).
+struct SquareTerm {
+  Kokkos::View<const float*, Kokkos::LayoutRight, qm::MemSpace> g;
+  KOKKOS_INLINE_FUNCTION double operator()(std::uint64_t i) const {
+    const double x = static_cast<double>(g(i));
+    return x * x;
+  }
+};
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -205,6 +219,7 @@ struct Trainer::Impl {
   trace::StepRecord rec;
   StepGather gather;
   double hook_s = 0;  // exchange work the gradient hooks did inside backward
+  Kokkos::View<double*, Exec::memory_space> norm_work;  // fixed_order_sum's partial sums
   // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
   // global step N (after any checkpoint due at N), as a job killed there would be.
   std::uint64_t crash_after = 0;
@@ -472,6 +487,32 @@ struct Trainer::Impl {
     }
   }
 
+  // The optimizer's step on the averaged gradient, clipped to --clip-norm.
+  // The norm is one more pass over the gradient (4 bytes per coordinate
+  // read, a double sum), so it is taken only when clipping is on and the
+  // update phase of other runs times what it always did; the trace's
+  // grad_norm is then NaN ("not measured"). Every rank holds the same
+  // gradient and sums it in the same order, so every rank takes the same
+  // decision; a NaN or Inf in it ends the run here, naming the step.
+  void update() {
+    const auto& g = model->store().grads();
+    if (!(o.clip_norm > 0)) {
+      rec.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      sgd->step(g);
+      Kokkos::fence();
+      return;
+    }
+    const double norm =
+        std::sqrt(qsgd::detail::fixed_order_sum(Exec(), g.extent(0), SquareTerm{g}, norm_work));
+    rec.grad_norm = norm;
+    if (!std::isfinite(norm))
+      comm.abort(exit_loss_not_finite,
+                 "the averaged gradient's norm is not finite at step " + std::to_string(step) + " (NaN or Inf in it)",
+                 true);
+    sgd->step(g, qm::clip_coefficient(norm, o.clip_norm));
+    Kokkos::fence();
+  }
+
   // One step: forward, backward with the hooks, wait, update; fills rec and
   // gathers it to the trace.
   void run_step(std::uint64_t epoch, std::uint64_t b) {
@@ -515,8 +556,7 @@ struct Trainer::Impl {
     t0 = Clock::now();
     {
       qsgd::prof::Scope r("optim/update");
-      sgd->step(model->store().grads());
-      Kokkos::fence();
+      update();
     }
     rec.update = seconds_since(t0);
     rec.step_time = seconds_since(t_step);

@@ -1,8 +1,9 @@
 #pragma once
 // SGD with momentum and weight decay on a flat parameter View, with a
 // learning-rate schedule: linear warm-up, then constant, step or cosine
-// decay. Same update as torch.optim.SGD (dampening 0):
-//   g   = grad + weight_decay * p
+// decay. Same update as torch.optim.SGD (dampening 0), with the gradient
+// scaled by c (1, or clip_coefficient's for gradient-norm clipping):
+//   g   = c * grad + weight_decay * p
 //   buf = momentum * buf + g                (buf starts at 0, so buf_1 = g_1)
 //   p   = p - lr * buf                      (Nesterov: p - lr * (g + momentum * buf))
 // in float, one fused elementwise kernel: deterministic (each coordinate is
@@ -44,6 +45,12 @@ struct SgdConfig {
   bool nesterov = false;
 };
 
+// The factor torch.nn.utils.clip_grad_norm_ scales gradients by:
+// min(1, max_norm / (norm + 1e-6)), as a float. max_norm <= 0 means no
+// clipping (1). Throws std::invalid_argument for a norm that is not finite
+// or negative: a NaN would otherwise poison every parameter silently.
+float clip_coefficient(double norm, double max_norm);
+
 class Sgd {
  public:
   using Flat = Kokkos::View<float*, Kokkos::LayoutRight, MemSpace>;
@@ -52,8 +59,9 @@ class Sgd {
   Sgd(const Flat& params, const SgdConfig& config);
 
   // One update of params with `grad` (the model's grads(), or an averaged
-  // gradient of the same length) at lr = schedule.at(steps()).
-  void step(const ConstFlat& grad);
+  // gradient of the same length) times `grad_scale` at lr =
+  // schedule.at(steps()). A scale of 1 leaves every bit as without it.
+  void step(const ConstFlat& grad, float grad_scale = 1.0f);
   std::size_t steps() const { return steps_; }
   // Position in the learning-rate schedule (a resumed run continues there).
   void set_steps(std::size_t steps) { steps_ = steps; }

@@ -43,6 +43,9 @@ struct Options {
   std::size_t epochs = 1;
   std::size_t max_steps = 0;          // per epoch; 0 = the whole shard
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
+  // > 0: the averaged gradient is scaled to at most this L2 norm before the
+  // update (torch.nn.utils.clip_grad_norm_'s rule, models::clip_coefficient).
+  double clip_norm = 0.0;
   std::size_t warmup = 0;
   models::LrDecay lr_decay = models::LrDecay::constant;
   std::uint64_t seed = 1;

@@ -37,6 +37,7 @@ struct StepRecord {
   std::uint64_t wire_bytes = 0;    // bytes this rank received in the step
   double bits_per_dim = 0;         // 8 * compressed bytes / gradient elements
   double loss = 0;
+  double grad_norm = 0;            // L2 norm of the averaged gradient before clipping; NaN without --clip-norm
   // Per bucket, seconds since the step began: start() called, first byte
   // posted, completion observed (NaN when nothing was sent).
   double bucket_start[max_buckets] = {}, bucket_posted[max_buckets] = {}, bucket_done[max_buckets] = {};

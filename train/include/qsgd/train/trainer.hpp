@@ -30,7 +30,7 @@ namespace qsgd::train {
 // Exit codes of the trainer's own checks; the exchange's (2, 3, 4) and MPI
 // faults' (7) are in qsgd/comm/communicator.hpp.
 constexpr int exit_replicas_diverged = 5;
-constexpr int exit_loss_not_finite = 6;
+constexpr int exit_loss_not_finite = 6;  // the loss, or the gradient's norm (--clip-norm)
 // The checkpoint signal (Options::checkpoint_signal) came: every rank stopped
 // after the same step, the checkpoint and the trace (not complete) are
 // written, and the run continues with --resume.
