@@ -8,7 +8,8 @@
 #     kernels         qsgd-bench-kernels at n = 2^24, one core, 5 repetitions, and the
 #                     coding kernels at n = 2^16 (in cache) (~4 min)
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
-#                     links, both transports, and PyTorch's gloo allreduce (~10 min)
+#                     links, both transports, PowerSGD r = 4 on matrices of 1024 columns,
+#                     and PyTorch's gloo allreduce (~6 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4, with PowerSGD
 #                     r = 4 on matrices of 1024 columns (~4 min)
 #     shared-scale    shared-scale against allgather and scatter-reduce: bits and error at
@@ -16,6 +17,8 @@
 #                     links, 2^24 floats (~4 min)
 #     shared-scale-common  the same strategies' error at K = 4 when the ranks' gradients share
 #                     0, 50, 90 or 99% of their variance (--common), shared memory (~1 min)
+#     shared-scale-bound  the error ratio one agreed scale must cost, computed for the same
+#                     gradients (benchmarks/exchange/shared-scale-bound) (~10 s)
 #     sweep           the main job's default sweep (scripts/run-main.sh) (~5 min)
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
 #                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
@@ -50,8 +53,8 @@ net="$root/benchmarks/scaling/netlab.sh"
 . "$root/scripts/openmpi-env.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
-[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale shared-scale-common sweep mlp-step
-  algorithms model)
+[ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale shared-scale-common
+  shared-scale-bound sweep mlp-step algorithms model)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -84,8 +87,8 @@ for t in "${tables[@]}"; do
       fresh "$t"
       for k in 2 4; do
         "$net" --nodes "$k" --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
-          --strategies allreduce,allreduce16,allgather,scatter-reduce,shared-scale --codecs fixed,rans \
-          -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
+          --strategies allreduce,allreduce16,allgather,scatter-reduce,shared-scale,powersgd --codecs fixed,rans \
+          --powersgd-ranks 4 -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
         c=$(ceiling_of "$ref/$t/K$k.json")
         # The same gradient: 20,971,520 elements, 80 MiB in fp32, 40 MiB in fp16.
         for dt in fp32:80M fp16:40M; do
@@ -118,6 +121,9 @@ for t in "${tables[@]}"; do
           --strategies allgather,scatter-reduce,shared-scale --codecs fixed,rans --transports ring --common "$c" \
           -o "$ref/$t/K4-common$c.json" | tee "$ref/$t/K4-common$c.txt"
       done ;;
+    shared-scale-bound)
+      fresh "$t"
+      benchmarks/exchange/shared-scale-bound -o "$ref/$t/bound.json" | tee "$ref/$t/bound.txt" ;;
     sweep)
       fresh "$t"
       scripts/run-main.sh --out "$ref/$t" ;;
