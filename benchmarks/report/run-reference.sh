@@ -40,6 +40,8 @@
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
 #                     then its validation table (~25 min)
+#     model-projection  qsgd-model project on benchmarks/model/params/h200-cluster.json: the
+#                     projection (JSON, text) and its heat map (PNG) (~5 s)
 #   (default: all but tta, accuracy, feedback and powersgd)
 # Needs root (network namespaces), the release build and PyTorch
 # (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
@@ -54,7 +56,7 @@ net="$root/benchmarks/scaling/netlab.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale shared-scale-common
-  shared-scale-bound sweep mlp-step algorithms model)
+  shared-scale-bound sweep mlp-step algorithms model model-projection)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -154,6 +156,10 @@ for t in "${tables[@]}"; do
     model)
       benchmarks/model/measure.sh "$ref/$t"   # writes its own COMMAND and machine.json
       benchmarks/model/qsgd-model validate "$ref/$t" > "$ref/$t/validation.txt" ;;
+    model-projection)
+      fresh "$t"
+      benchmarks/model/qsgd-model project benchmarks/model/params/h200-cluster.json --json "$ref/$t/projection.json" \
+        --heatmap "$ref/$t/heatmap.png" > "$ref/$t/projection.txt" ;;
     tta)
       mkdir -p "$ref/$t"
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp --peer-seeds 1 ;;

@@ -333,6 +333,87 @@ class Command(unittest.TestCase):
         self.assertIn("assumed:", r.stdout)
         self.assertIn("vendor:", r.stdout)
 
+    def test_project_heatmap_draws_the_speedup_of_every_multi_node_cell(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            png = os.path.join(tmp, "h.png")
+            _, doc = self.run_json("project", Projection.PARAMS, "--heatmap", png)
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        with open(Projection.PARAMS) as f:
+            params = json.load(f)
+        per_node = params["gpus_per_node"]["value"]
+        gpus = [k for k in params["gpus"]["value"] if k > per_node]
+        grids = doc["heatmap"]["grids"]
+        self.assertEqual(set(grids), {m["name"] for m in params["models"]["value"]})
+        for model, g in grids.items():
+            self.assertEqual(g["gpus"], gpus)
+            self.assertEqual(g["link_gbit"], sorted(params["link_gbit"]["value"]))
+            for i, k in enumerate(g["gpus"]):
+                for j, rate in enumerate(g["link_gbit"]):
+                    c = next(r["configs"] for r in doc["steps"]
+                             if r["model"] == model and r["gpus"] == k and r["link_gbit"] == rate)
+                    self.assertAlmostEqual(g["speedup"][i][j],
+                                           c["bf16 ring"]["step_s"] / c["scatter-reduce 4-bit"]["step_s"], places=12)
+
+    def make_sweep(self, tmp, baselines):
+        """A Slurm sweep directory from the committed set: the MLP's K = 1 fp32
+        trace and its four K = 2 traces at 10 Gbit/s in traces/, and
+        baselines/NAME as copies of the committed fit-RATE.json files."""
+        import shutil
+        steps = os.path.join(self.DATA, "steps")
+        os.makedirs(os.path.join(tmp, "traces"))
+        os.makedirs(os.path.join(tmp, "baselines"))
+        names = ["mlp-local-K1-allreduce-fp32.h5"] + sorted(
+            n for n in os.listdir(steps) if n.startswith("mlp-10gbit-K2-") and n.endswith(".h5"))
+        for n in names:
+            shutil.copy(os.path.join(steps, n), os.path.join(tmp, "traces", n))
+        for name, rate in baselines.items():
+            shutil.copy(os.path.join(self.DATA, "fit-%s.json" % rate), os.path.join(tmp, "baselines", name))
+        return names[1:]
+
+    def test_sweep_refits_each_allocation_on_its_newest_baseline_and_predicts_every_trace(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sweep = os.path.join(tmp, "sweep")
+            # Job 5 of K = 2 (an earlier attempt, 1 Gbit/s rows) and job 7 (10 Gbit/s): job 7 must be the one fitted.
+            k2 = self.make_sweep(sweep, {"K2-job5.json": "1gbit", "K2-job7.json": "10gbit"})
+            kernels = os.path.join(self.DATA, "kernels.json")
+            r, doc = self.run_json("sweep", sweep, "--kernels", kernels, "--cores", "2")
+        self.assertEqual([x["baseline"] for x in doc["links"]], ["baselines/K2-job7.json"])
+        with open(os.path.join(self.DATA, "fit-10gbit.json")) as f:
+            rows = [(x["count"], x["ranks"], x["time_median_s"]) for x in json.load(f)["rows"]
+                    if x["strategy"] == "allreduce" and x["transport"] == "ring"]
+        with open(kernels) as f:
+            rates = qm.Rates.from_kernels_json(json.load(f))
+        want = qm.fit_host(rows, rates, 2)
+        self.assertAlmostEqual(doc["links"][0]["link"]["gamma_s_per_byte"], want.gamma, delta=1e-6 * want.gamma)
+        self.assertEqual(sorted(os.path.basename(x["file"]) for x in doc["steps"]), k2)
+        for x in doc["steps"]:
+            self.assertEqual((x["ranks"], x["rate"]), (2, "K2-alloc"))
+            self.assertGreater(x["predicted_s"], 0.0)
+            self.assertAlmostEqual(x["error"], x["predicted_s"] / x["measured_s"] - 1.0, places=12)
+        self.assertIn("K2-alloc", r.stdout)
+        self.assertNotIn("warning", r.stdout)
+
+    def test_sweep_names_what_it_lacks(self):
+        kernels = os.path.join(self.DATA, "kernels.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            sweep = os.path.join(tmp, "sweep")
+            self.make_sweep(sweep, {})
+            r = self.run_model("sweep", sweep, "--kernels", kernels)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("no exchange benchmark of K >= 2", r.stderr)
+            # A K = 3 trace whose allocation has no baseline.
+            import shutil
+            shutil.copy(os.path.join(self.DATA, "fit-10gbit.json"), os.path.join(sweep, "baselines", "K2-job1.json"))
+            shutil.copy(os.path.join(self.DATA, "steps", "mlp-10gbit-K3-allreduce-fp32.h5"),
+                        os.path.join(sweep, "traces", "mlp-10gbit-K3-allreduce-fp32.h5"))
+            r = self.run_model("sweep", sweep, "--kernels", kernels)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("link K3-alloc was not fitted (no exchange benchmark of that allocation)", r.stderr)
+            r = self.run_model("sweep", sweep, "--kernels", kernels, "--cores", "0")
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("--cores must be at least 1", r.stderr)
+
     def test_a_missing_directory_is_named(self):
         r = self.run_model("fit", "/nonexistent/model-data")
         self.assertEqual(r.returncode, 2)

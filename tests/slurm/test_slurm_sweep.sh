@@ -26,7 +26,8 @@
 #      resume from their checkpoints and end with the final parameters of an
 #      uncut run, every step in the trace once;
 #   7. the sweep as one allocation per K (--per-k): the exchange benchmark,
-#      then every configuration, on the same nodes; the collect job after.
+#      then every configuration, on the same nodes; the collect job after;
+#      qsgd-model refits on that sweep and predicts its K = 2 runs.
 # Everything it starts is stopped and everything it creates is removed, also
 # on failure, when it prints the daemons' logs and the job outputs.
 #
@@ -673,6 +674,20 @@ assert all(int(r.get("ranks", r.get("K", -1))) == int(sys.argv[2]) for r in rows
 PY
 done
 grep -q 'qsgd-collect: 4 of 4 expected runs complete' "$pk"/logs/collect-*.out || fail "--per-k: the collect job did not report 4 of 4"
+# The cost model refitted on this sweep (docs/model.md, "A Slurm sweep"): the
+# K = 2 allocation's link from its exchange benchmark, both K = 2 runs predicted.
+/usr/bin/python3 "$repo/benchmarks/model/qsgd-model" sweep "$pk" --kernels "$repo/results/reference/model/kernels.json" \
+  --json "$tmp/model-sweep.json" >"$tmp/model-sweep.out" 2>&1 || { cat "$tmp/model-sweep.out"; fail "qsgd-model sweep failed"; }
+cat "$tmp/model-sweep.out"
+/usr/bin/python3 - "$tmp/model-sweep.json" <<'PY' || fail "qsgd-model sweep: its JSON"
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+assert [x["rate"] for x in d["links"]] == ["K2-alloc"], d["links"]
+assert d["links"][0]["baseline"].startswith("baselines/K2-job"), d["links"][0]
+files = sorted(os.path.basename(x["file"]) for x in d["steps"])
+assert files == ["mlp_allgather_elias-dense-4bit_K2.h5", "mlp_allreduce_fp32_K2.h5"], files
+assert all(x["predicted_s"] > 0 and x["measured_s"] > 0 for x in d["steps"]), d["steps"]
+PY
 # --nsys 1 --nsys-steps 1:3: at K=2 one report per run, of rank 1 only, with
 # the two captured steps; K=1 has no rank 1 and ran without nsys.
 [ ! -e "$pk/profiles/mlp_allreduce_fp32_K1" ] && [ ! -e "$pk/profiles/mlp_allgather_elias-dense-4bit_K1" ] ||
