@@ -70,12 +70,12 @@ def load_script(path, name):
     return mod
 
 
-def kernel_medians(doc):
-    """{kernel name: its median row} of a qsgd-bench-kernels JSON document
-    (Google Benchmark): the "median" aggregate of each benchmark, or the run
-    itself where it ran once. Names stop before their size
-    ("encode/fixed/16777216/manual_time" -> "encode/fixed"); with several
-    sizes the last one wins."""
+def kernel_medians_by_size(doc):
+    """{kernel name: {n: its median row}} of a qsgd-bench-kernels JSON
+    document (Google Benchmark): the "median" aggregate of each benchmark, or
+    the run itself where it ran once. Names stop before their size
+    ("encode/fixed/16777216/manual_time" -> "encode/fixed", n 16777216; 0
+    where a name has no size)."""
     single = all(b.get("repetitions", 1) == 1 for b in doc["benchmarks"])
     out = {}
     for b in doc["benchmarks"]:
@@ -84,5 +84,11 @@ def kernel_medians(doc):
             continue
         parts = b["run_name"].split("/")
         size_at = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))
-        out["/".join(parts[:size_at])] = b
+        out.setdefault("/".join(parts[:size_at]), {})[int(parts[size_at]) if size_at < len(parts) else 0] = b
     return out
+
+
+def kernel_medians(doc):
+    """{kernel name: its median row} (kernel_medians_by_size); with several
+    sizes the largest one."""
+    return {name: rows[max(rows)] for name, rows in kernel_medians_by_size(doc).items()}

@@ -2,8 +2,9 @@
 # Measures on this machine, in one session, what qsgd-model is calibrated on
 # and validated against (docs/model.md), into OUT (made empty first):
 #
-#   kernels.json          qsgd-bench-kernels at n = 2^22 (the exchanges' size),
-#                         one core, 3 repetitions: the coding rates
+#   kernels.json          qsgd-bench-kernels at n = 2^20 (an allgather piece) and 2^22
+#                         (the exchanges' size), one core, 3 repetitions: the coding
+#                         rates, taken at the size of the unit each strategy codes
 #   fit-RATE.json         fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at
 #                         100mbit), one file per link rate: alpha and beta are
 #                         fitted on these rows only
@@ -57,7 +58,7 @@ echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 if has_part exchange; then
-  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=4194304 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
+  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true \
     --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
     --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1

@@ -77,10 +77,15 @@ class Link:
 
 class Rates:
     """Kernel throughput in bytes of fp32 input (4n) per second, and bits per
-    dimension per codec, as qsgd-bench-kernels reports them."""
+    dimension per codec, as qsgd-bench-kernels reports them. A kernel's rate
+    is one number, or {n: rate} measured at several sizes: a kernel run over
+    units of u elements (an allgather piece, a scatter-reduce chunk) takes
+    the rate at u, interpolated in log u between the sizes measured and held
+    at the nearest one outside them. The multi-pass coders (rANS, Elias) run
+    faster on units whose passes stay in cache (docs/model.md)."""
 
     def __init__(self, bytes_per_second, bits_per_dim, source="", levels=None):
-        self.bps = dict(bytes_per_second)
+        self.bps = {k: (dict(v) if isinstance(v, dict) else {0: float(v)}) for k, v in bytes_per_second.items()}
         self.bits = dict(bits_per_dim)
         self.source = source
         self.levels = levels   # the quantization levels s the rates were measured at
@@ -89,8 +94,9 @@ class Rates:
     def from_kernels_json(cls, doc, source=""):
         import qsgd_report
         bps, bits = {}, {}
-        for name, row in qsgd_report.kernel_medians(doc).items():
-            bps[name] = float(row["bytes_per_second"])
+        for name, rows in qsgd_report.kernel_medians_by_size(doc).items():
+            bps[name] = {n: float(row["bytes_per_second"]) for n, row in rows.items()}
+            row = rows[max(rows)]
             if "bits_per_dim" in row:
                 bits[name.split("/")[-1]] = float(row["bits_per_dim"])
         bits.setdefault("fp32", 32.0)
@@ -98,12 +104,26 @@ class Rates:
         s = doc.get("context", {}).get("qsgd_s")
         return cls(bps, bits, source, int(s) if s else None)
 
-    def seconds(self, kernel, n):
-        """Time of `kernel` ("encode/fixed", ...) over n elements on one core."""
+    def rate(self, kernel, unit):
+        """Bytes of input per second of `kernel` run on units of `unit` elements."""
         if kernel not in self.bps:
             raise ModelError("no rate for kernel '%s' in %s (have: %s)"
                              % (kernel, self.source or "the kernel results", ", ".join(sorted(self.bps))))
-        return 4.0 * n / self.bps[kernel]
+        table = self.bps[kernel]
+        sizes = sorted(table)
+        if len(sizes) == 1 or unit <= sizes[0]:
+            return table[sizes[0]]
+        if unit >= sizes[-1]:
+            return table[sizes[-1]]
+        hi = next(i for i, x in enumerate(sizes) if x >= unit)
+        a, b = sizes[hi - 1], sizes[hi]
+        f = (math.log(unit) - math.log(a)) / (math.log(b) - math.log(a))
+        return table[a] + f * (table[b] - table[a])
+
+    def seconds(self, kernel, n, unit=None):
+        """Time of `kernel` ("encode/fixed", ...) over n elements on one core,
+        run on units of `unit` elements (default: all n at once)."""
+        return 4.0 * n / self.rate(kernel, n if unit is None else unit)
 
     def bits_per_dim(self, codec):
         if codec not in self.bits:
@@ -200,12 +220,13 @@ def allgather(n, k, link, rates, share, codec):
     m = message_bytes(n, rates.bits_per_dim(codec)) + (p - 1) * METADATA_BYTES
     wire = (k - 1) * m
     net = link.time((k - 1) * p, wire, share)
-    enc = share * rates.seconds("encode/" + codec, n)
+    unit = n / float(p)  # coded piece by piece
+    enc = share * rates.seconds("encode/" + codec, n, unit)
     # The rank's own term: decoded from its own message (fixed-width keeps no
     # levels) or accumulated from its levels (rANS, Elias): either way about
     # one pass of the fixed-width decode-accumulate.
-    dec = share * ((k - 1) * rates.seconds("decode_accumulate/" + codec, n)
-                   + rates.seconds("decode_accumulate/fixed", n))
+    dec = share * ((k - 1) * rates.seconds("decode_accumulate/" + codec, n, unit)
+                   + rates.seconds("decode_accumulate/fixed", n, unit))
     cpu = enc + dec + wire * link.gamma * share
     path = enc / p + net + (k - 1) * dec / p
     return Prediction(max(cpu, path), net, cpu, wire,
@@ -227,10 +248,11 @@ def scatter_reduce(n, k, link, rates, share, codec):
     net1 = link.time(k - 1, (k - 1) * chunk, share)
     net2 = link.time((k - 1) * pieces(4.0 * n / k), (k - 1) * chunk, share)
     stack = (k - 1) * chunk * link.gamma * share
-    enc = share * rates.seconds("encode/" + codec, n)
-    acc = share * rates.seconds("decode_accumulate/" + codec, n)
-    req = share * rates.seconds("encode/" + codec, n / float(k))
-    dec = share * rates.seconds("decode/" + codec, n)
+    unit = n / float(k)  # every kernel runs on chunks of n / K
+    enc = share * rates.seconds("encode/" + codec, n, unit)
+    acc = share * rates.seconds("decode_accumulate/" + codec, n, unit)
+    req = share * rates.seconds("encode/" + codec, unit)
+    dec = share * rates.seconds("decode/" + codec, n, unit)
     stage1 = max(enc + acc + stack, enc / k + net1 + acc / k)
     stage2 = max(dec + stack, net2 + dec / k)
     return Prediction(stage1 + req + stage2, net1 + net2, enc + acc + req + dec + 2 * stack, 2.0 * (k - 1) * chunk,

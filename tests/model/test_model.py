@@ -125,6 +125,43 @@ class Formulas(unittest.TestCase):
         with self.assertRaisesRegex(qm.ModelError, "no rate for kernel 'encode/elias-dense'"):
             qm.exchange("allgather", "elias-dense", 10, 2, qm.Link(0, 1e-9), stub_rates(bits={"elias-dense": 6}), cores=2)
 
+    def test_a_rate_measured_at_several_sizes_is_taken_at_the_unit_size(self):
+        r = qm.Rates({"encode/rans": {1 << 20: 4e9, 1 << 22: 2e9}}, {"rans": 4.5})
+        self.assertEqual(r.rate("encode/rans", 1 << 20), 4e9)
+        self.assertEqual(r.rate("encode/rans", 1 << 22), 2e9)
+        self.assertAlmostEqual(r.rate("encode/rans", 1 << 21), 3e9, places=3)  # halfway in log n
+        self.assertEqual(r.rate("encode/rans", 1000), 4e9)       # held outside the sizes measured
+        self.assertEqual(r.rate("encode/rans", 1 << 30), 2e9)
+        self.assertAlmostEqual(r.seconds("encode/rans", 1 << 22, 1 << 20), 4.0 * (1 << 22) / 4e9, places=15)
+        self.assertAlmostEqual(r.seconds("encode/rans", 1 << 22), 4.0 * (1 << 22) / 2e9, places=15)
+
+    def test_rates_of_several_sizes_come_from_the_kernel_benchmark(self):
+        doc = {"context": {"qsgd_s": 16}, "benchmarks": [
+            {"run_name": "encode/rans/%d/manual_time" % n, "run_type": "aggregate", "aggregate_name": a,
+             "repetitions": 3, "bytes_per_second": v * (2 if a == "mean" else 1), "bits_per_dim": 4.5}
+            for n, v in ((1 << 20, 4e9), (1 << 22, 2e9)) for a in ("median", "mean")]}
+        r = qm.Rates.from_kernels_json(doc)
+        self.assertEqual(r.bps["encode/rans"], {1 << 20: 4e9, 1 << 22: 2e9})
+        self.assertEqual(r.bits_per_dim("rans"), 4.5)
+
+    def test_allgather_codes_at_the_rate_of_its_pieces_and_scatter_reduce_of_its_chunks(self):
+        # Rates that halve from 1M to 4M elements: allgather's 1M-element pieces
+        # run at the 1M rate, scatter-reduce's chunks of n / K at theirs.
+        fast, slow = 8e9, 4e9
+        names = ["encode/rans", "decode_accumulate/rans", "decode/rans", "decode_accumulate/fixed"]
+        sized = qm.Rates({k: {1 << 20: fast, 1 << 22: slow} for k in names}, {"rans": 4.5})
+        flat_fast = qm.Rates({k: fast for k in names}, {"rans": 4.5})
+        link = qm.Link(0.0, 1e-9)
+        n = 1 << 22
+        self.assertAlmostEqual(qm.allgather(n, 2, link, sized, 1.0, "rans").cpu,
+                               qm.allgather(n, 2, link, flat_fast, 1.0, "rans").cpu, places=12)
+        k4 = qm.scatter_reduce(n, 4, link, sized, 1.0, "rans")  # chunks of 1M
+        self.assertAlmostEqual(k4.cpu, qm.scatter_reduce(n, 4, link, flat_fast, 1.0, "rans").cpu, places=12)
+        k2 = qm.scatter_reduce(n, 2, link, sized, 1.0, "rans")  # chunks of 2M: between the two rates
+        self.assertGreater(k2.cpu, qm.scatter_reduce(n, 2, link, flat_fast, 1.0, "rans").cpu)
+        self.assertLess(k2.cpu, qm.scatter_reduce(n, 2, link, qm.Rates({k: slow for k in names}, {"rans": 4.5}),
+                                                  1.0, "rans").cpu)
+
 
 class Steps(unittest.TestCase):
     COMPUTE = qm.Compute(forward=0.010, backward=0.020, update=0.001, other=0.0)
