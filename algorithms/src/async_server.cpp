@@ -22,12 +22,68 @@ constexpr int tag_done = 104;
 constexpr int header_words = 3;  // version, worker step, message bytes
 constexpr int server = 0;
 
+// The parameter server's MPI calls, each checked (qsgd::comm::check_mpi: a
+// failure prints one line naming the rank, the call and the operation, and
+// ends the job with exit_mpi_error) and every wait a test loop under the
+// communicator's peer timeout (qsgd::comm::PeerWatch), so that a dead server
+// or worker ends the others within that time instead of leaving them
+// blocked (docs/reliability.md).
+struct Mpi {
+  MPI_Comm comm;
+  double timeout_s;
+
+  static qsgd::comm::MpiSite site(const char* what) { return {what, "asynchronous parameter server"}; }
+  void ok(int rc, const char* call, const char* what) const { qsgd::comm::check_mpi(rc, call, comm, site(what)); }
+  // Waits for *req, watched; its status to *st.
+  void wait(MPI_Request* req, MPI_Status* st, const char* what) const {
+    qsgd::comm::PeerWatch watch(timeout_s, comm, site(what), "MPI_Test");
+    for (;;) {
+      int done = 0;
+      ok(MPI_Test(req, &done, st), "MPI_Test", what);
+      if (done) return;
+      watch.check();
+      watch.pause();
+    }
+  }
+  // Waits for a message from anyone, watched (MPI_Iprobe in a loop).
+  void probe(MPI_Status* st, const char* what) const {
+    qsgd::comm::PeerWatch watch(timeout_s, comm, site(what), "MPI_Iprobe");
+    for (;;) {
+      int flag = 0;
+      ok(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, st), "MPI_Iprobe", what);
+      if (flag) return;
+      watch.check();
+      watch.pause();
+    }
+  }
+  int count(const MPI_Status& st, const char* what) const {
+    int c = 0;
+    ok(MPI_Get_count(&st, MPI_UINT64_T, &c), "MPI_Get_count", what);
+    return c;
+  }
+  // A message that a probe found: it has arrived, so the receive does not block.
+  void recv(void* buf, int n, MPI_Datatype type, int src, int tag, const char* what) const {
+    ok(MPI_Recv(buf, n, type, src, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv", what);
+  }
+  void bcast(void* buf, int n, MPI_Datatype type, const char* what) const {
+    MPI_Request req = MPI_REQUEST_NULL;
+    ok(MPI_Ibcast(buf, n, type, server, comm, &req), "MPI_Ibcast", what);
+    wait(&req, MPI_STATUS_IGNORE, what);
+  }
+  void barrier(const char* what) const {
+    MPI_Request req = MPI_REQUEST_NULL;
+    ok(MPI_Ibarrier(comm, &req), "MPI_Ibarrier", what);
+    wait(&req, MPI_STATUS_IGNORE, what);
+  }
+};
+
 // Send buffers in flight, recycled once their requests complete. A buffer's
 // storage never moves while its send is pending (moving a std::vector keeps
 // its heap block).
 template <class T>
 class SendQueue {
  public:
+  explicit SendQueue(const Mpi& mpi) : mpi_(&mpi) {}
   // A buffer for the next send; post it with request().
   std::vector<T>& next() {
     progress();
@@ -44,18 +100,19 @@ class SendQueue {
   void progress() {
     while (!pending_.empty()) {
       int done = 0;
-      MPI_Test(&pending_.front().req, &done, MPI_STATUS_IGNORE);
+      mpi_->ok(MPI_Test(&pending_.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test", "send queue");
       if (!done) break;
       free_.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
   }
   void wait_all() {
-    for (Item& it : pending_) MPI_Wait(&it.req, MPI_STATUS_IGNORE);
+    for (Item& it : pending_) mpi_->wait(&it.req, MPI_STATUS_IGNORE, "send queue drain");
     pending_.clear();
   }
 
  private:
+  const Mpi* mpi_;
   struct Item {
     std::vector<T> buf;
     MPI_Request req = MPI_REQUEST_NULL;
@@ -64,13 +121,14 @@ class SendQueue {
   std::vector<Item> free_;
 };
 
-void run_server(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int workers,
+void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int workers,
                 const qsgd::comm::Communicator& world, AsyncResult& r, Vec& x) {
+  const MPI_Comm comm = mpi.comm;
   const std::size_t n = p.dim();
   Channel ch(cfg.wire, n);
   const std::size_t max_words = header_words + ch.buffer_words();
   std::vector<std::uint64_t> in(max_words);
-  std::vector<SendQueue<double>> replies(static_cast<std::size_t>(workers));
+  std::vector<SendQueue<double>> replies(static_cast<std::size_t>(workers), SendQueue<double>(mpi));
   Vec g(n);
   std::uint64_t v = 0;
   r.applied_per_worker.assign(static_cast<std::size_t>(workers), 0);
@@ -80,22 +138,25 @@ void run_server(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int wor
     world.abort(qsgd::comm::exit_corrupt_message, "corrupt push from rank " + std::to_string(src) + ": " + what);
   };
 
+  // No push for the peer timeout: every worker is dead or hangs.
+  qsgd::comm::PeerWatch pushes(mpi.timeout_s, comm, Mpi::site("receive of pushes"), "MPI_Iprobe");
   while (v < cfg.updates) {
     int flag = 0;
     MPI_Status st;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st);
+    mpi.ok(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe", "receive of pushes");
     if (!flag) {
       for (auto& q : replies) q.progress();
+      pushes.check();
       std::this_thread::yield();  // ranks may outnumber cores: let the workers run
       continue;
     }
+    pushes.progress();
     const int src = st.MPI_SOURCE;
-    int count = 0;
-    MPI_Get_count(&st, MPI_UINT64_T, &count);
+    const int count = mpi.count(st, "receive of pushes");
     if (st.MPI_TAG != tag_grad) fail(src, "unexpected tag " + std::to_string(st.MPI_TAG));
     if (count < header_words || static_cast<std::size_t>(count) > max_words)
       fail(src, "size " + std::to_string(count) + " words outside [3, " + std::to_string(max_words) + "]");
-    MPI_Recv(in.data(), count, MPI_UINT64_T, src, tag_grad, comm, MPI_STATUS_IGNORE);
+    mpi.recv(in.data(), count, MPI_UINT64_T, src, tag_grad, "receive of pushes");
     ++r.pushes;
     const std::uint64_t vw = in[0], bytes = in[2];
     if (vw > v) fail(src, "version " + std::to_string(vw) + " from the future (server at " + std::to_string(v) + ")");
@@ -132,35 +193,37 @@ void run_server(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int wor
     out.resize(n + 1);
     out[0] = static_cast<double>(v);
     std::copy(x.begin(), x.end(), out.begin() + 1);
-    MPI_Isend(out.data(), static_cast<int>(n + 1), MPI_DOUBLE, src, tag_params, comm, q.request());
+    mpi.ok(MPI_Isend(out.data(), static_cast<int>(n + 1), MPI_DOUBLE, src, tag_params, comm, q.request()),
+           "MPI_Isend", "reply with the parameters");
   }
 
   // Shutdown: STOP to every worker, then drain until each has sent DONE.
   std::vector<MPI_Request> stops(static_cast<std::size_t>(workers));
-  for (int w = 1; w <= workers; ++w) MPI_Isend(nullptr, 0, MPI_DOUBLE, w, tag_stop, comm, &stops[w - 1]);
+  for (int w = 1; w <= workers; ++w)
+    mpi.ok(MPI_Isend(nullptr, 0, MPI_DOUBLE, w, tag_stop, comm, &stops[w - 1]), "MPI_Isend", "shutdown");
   int done = 0;
   while (done < workers) {
     MPI_Status st;
-    MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &st);
-    int count = 0;
-    MPI_Get_count(&st, MPI_UINT64_T, &count);
+    mpi.probe(&st, "shutdown drain");
+    const int count = mpi.count(st, "shutdown drain");
     if (st.MPI_TAG == tag_done) {
-      std::uint64_t pushes = 0;
-      MPI_Recv(&pushes, 1, MPI_UINT64_T, st.MPI_SOURCE, tag_done, comm, MPI_STATUS_IGNORE);
-      r.sent += pushes;
+      std::uint64_t sent = 0;
+      mpi.recv(&sent, 1, MPI_UINT64_T, st.MPI_SOURCE, tag_done, "shutdown drain");
+      r.sent += sent;
       ++done;
     } else if (st.MPI_TAG == tag_grad && count >= header_words && static_cast<std::size_t>(count) <= max_words) {
-      MPI_Recv(in.data(), count, MPI_UINT64_T, st.MPI_SOURCE, tag_grad, comm, MPI_STATUS_IGNORE);
+      mpi.recv(in.data(), count, MPI_UINT64_T, st.MPI_SOURCE, tag_grad, "shutdown drain");
       ++r.discarded;
     } else {
       fail(st.MPI_SOURCE, "unexpected message during shutdown (tag " + std::to_string(st.MPI_TAG) + ")");
     }
   }
-  MPI_Waitall(workers, stops.data(), MPI_STATUSES_IGNORE);
+  for (MPI_Request& req : stops) mpi.wait(&req, MPI_STATUS_IGNORE, "shutdown");
   for (auto& q : replies) q.wait_all();
 }
 
-void run_worker(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int rank, int workers) {
+void run_worker(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int rank, int workers) {
+  const MPI_Comm comm = mpi.comm;
   const std::size_t n = p.dim();
   const int w = rank - 1;
   const Shard shard = cfg.sharded ? p.shard(w, workers) : Shard{0, p.samples()};
@@ -168,9 +231,13 @@ void run_worker(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int ran
   Vec x = p.initial_point(), g(n);
   std::uint64_t version = 0, step = 0, in_flight = 0;
   std::vector<double> rbuf(n + 1);
-  MPI_Request rreq;
-  MPI_Irecv(rbuf.data(), static_cast<int>(n + 1), MPI_DOUBLE, server, MPI_ANY_TAG, comm, &rreq);
-  SendQueue<std::uint64_t> sends;
+  MPI_Request rreq = MPI_REQUEST_NULL;
+  auto post_receive = [&] {
+    mpi.ok(MPI_Irecv(rbuf.data(), static_cast<int>(n + 1), MPI_DOUBLE, server, MPI_ANY_TAG, comm, &rreq), "MPI_Irecv",
+           "receive of the parameters");
+  };
+  post_receive();
+  SendQueue<std::uint64_t> sends(mpi);
   bool stopped = false;
   // A message from the server has arrived in rbuf: take it, re-post the receive.
   auto handle = [&](const MPI_Status& st) {
@@ -184,13 +251,13 @@ void run_worker(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int ran
       std::copy(rbuf.begin() + 1, rbuf.end(), x.begin());
     }
     if (in_flight > 0) --in_flight;
-    MPI_Irecv(rbuf.data(), static_cast<int>(n + 1), MPI_DOUBLE, server, MPI_ANY_TAG, comm, &rreq);
+    post_receive();
   };
   auto drain = [&] {
     while (!stopped) {
       int flag = 0;
       MPI_Status st;
-      MPI_Test(&rreq, &flag, &st);
+      mpi.ok(MPI_Test(&rreq, &flag, &st), "MPI_Test", "receive of the parameters");
       if (!flag) break;
       handle(st);
     }
@@ -201,7 +268,7 @@ void run_worker(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int ran
     if (stopped) break;
     if (in_flight >= static_cast<std::uint64_t>(cfg.window)) {
       MPI_Status st;
-      MPI_Wait(&rreq, &st);
+      mpi.wait(&rreq, &st, "receive of the parameters (window full)");
       handle(st);
       drain();
       continue;
@@ -218,23 +285,26 @@ void run_worker(const Problem& p, const AsyncConfig& cfg, MPI_Comm comm, int ran
     out[1] = step;
     out[2] = bytes;
     std::copy(ch.buffer(), ch.buffer() + words, out.begin() + header_words);
-    MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_UINT64_T, server, tag_grad, comm, sends.request());
+    mpi.ok(MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_UINT64_T, server, tag_grad, comm, sends.request()),
+           "MPI_Isend", "push");
     ++in_flight;
     ++step;
     sends.progress();
   }
   std::uint64_t pushes = step;
-  MPI_Send(&pushes, 1, MPI_UINT64_T, server, tag_done, comm);
+  MPI_Request done = MPI_REQUEST_NULL;
+  mpi.ok(MPI_Isend(&pushes, 1, MPI_UINT64_T, server, tag_done, comm, &done), "MPI_Isend", "shutdown");
+  mpi.wait(&done, MPI_STATUS_IGNORE, "shutdown");
   sends.wait_all();
 }
 
 // Every rank gets the server's result.
-void broadcast(AsyncResult& r, Vec& x, MPI_Comm comm) {
+void broadcast(AsyncResult& r, Vec& x, const Mpi& mpi) {
   auto bcast_u64 = [&](std::vector<std::uint64_t>& v) {
     std::uint64_t size = v.size();
-    MPI_Bcast(&size, 1, MPI_UINT64_T, server, comm);
+    mpi.bcast(&size, 1, MPI_UINT64_T, "broadcast of the result");
     v.resize(size);
-    if (size) MPI_Bcast(v.data(), static_cast<int>(size), MPI_UINT64_T, server, comm);
+    if (size) mpi.bcast(v.data(), static_cast<int>(size), MPI_UINT64_T, "broadcast of the result");
   };
   std::vector<std::uint64_t> scalars = {r.applied,   r.rejected, r.discarded, r.max_staleness,
                                         r.grad_bits, r.pushes,   r.sent};
@@ -252,7 +322,7 @@ void broadcast(AsyncResult& r, Vec& x, MPI_Comm comm) {
   std::vector<std::uint64_t> st(r.staleness.begin(), r.staleness.end());
   bcast_u64(st);
   r.staleness.assign(st.begin(), st.end());
-  MPI_Bcast(x.data(), static_cast<int>(x.size()), MPI_DOUBLE, server, comm);
+  mpi.bcast(x.data(), static_cast<int>(x.size()), MPI_DOUBLE, "broadcast of the result");
   // The curve: iteration and bits as integers, the three measures as doubles.
   std::vector<std::uint64_t> it;
   std::vector<double> vals;
@@ -263,7 +333,7 @@ void broadcast(AsyncResult& r, Vec& x, MPI_Comm comm) {
   }
   bcast_u64(it);
   vals.resize(it.size() / 2 * 3);
-  if (!vals.empty()) MPI_Bcast(vals.data(), static_cast<int>(vals.size()), MPI_DOUBLE, server, comm);
+  if (!vals.empty()) mpi.bcast(vals.data(), static_cast<int>(vals.size()), MPI_DOUBLE, "broadcast of the result");
   r.curve.resize(it.size() / 2);
   for (std::size_t i = 0; i < r.curve.size(); ++i)
     r.curve[i] = CurvePoint{it[2 * i], vals[3 * i], vals[3 * i + 1], vals[3 * i + 2], it[2 * i + 1]};
@@ -277,25 +347,21 @@ AsyncResult run_async(const Problem& p, const AsyncConfig& cfg, const qsgd::comm
   if (cfg.window < 1 || cfg.batch < 1 || cfg.eval.every < 1)
     throw std::invalid_argument("run_async: window, batch and eval.every must be >= 1");
   const auto t0 = std::chrono::steady_clock::now();
-  qsgd::comm::OwnedComm own(comm);
-  const MPI_Comm c = own.get();
-  // The server and workers call MPI directly on `c` without checking each
-  // result: MPI's fatal handler (OwnedComm sets MPI_ERRORS_RETURN) makes any
-  // failure end the job.
-  MPI_Comm_set_errhandler(c, MPI_ERRORS_ARE_FATAL);
+  qsgd::comm::OwnedComm own(comm);  // a duplicate with MPI_ERRORS_RETURN
+  const Mpi mpi{own.get(), comm.peer_timeout()};
   const int workers = comm.size() - 1;
   AsyncResult r;
   r.workers = workers;
   Vec x = p.initial_point();
-  MPI_Barrier(c);
+  mpi.barrier("start");
   if (comm.rank() == server)
-    run_server(p, cfg, c, workers, comm, r, x);
+    run_server(p, cfg, mpi, workers, comm, r, x);
   else
-    run_worker(p, cfg, c, comm.rank(), workers);
-  broadcast(r, x, c);
+    run_worker(p, cfg, mpi, comm.rank(), workers);
+  broadcast(r, x, mpi);
   r.x = x;
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  MPI_Bcast(&secs, 1, MPI_DOUBLE, server, c);
+  mpi.bcast(&secs, 1, MPI_DOUBLE, "broadcast of the result");
   r.seconds = secs;
   return r;
 }

@@ -306,11 +306,17 @@ double ring_ceiling(const qsgd::comm::Communicator& comm, std::uint64_t bytes) {
   std::vector<char> a(bytes, 1), b(bytes);
   std::vector<double> t;
   for (int i = 0; i < 6; ++i) {
-    comm.check(MPI_Barrier(comm.mpi()), "MPI_Barrier", {"link ceiling barrier", "qsgd-bench-exchange"});
+    comm.barrier({"link ceiling barrier", "qsgd-bench-exchange"});
     const auto t0 = std::chrono::steady_clock::now();
-    comm.check(MPI_Sendrecv(a.data(), static_cast<int>(bytes), MPI_BYTE, (r + 1) % K, 7, b.data(),
-                            static_cast<int>(bytes), MPI_BYTE, (r + K - 1) % K, 7, comm.mpi(), MPI_STATUS_IGNORE),
-               "MPI_Sendrecv", {"link ceiling", "qsgd-bench-exchange"});
+    // MPI_Sendrecv's pattern as two requests in a watched wait (a dead peer
+    // ends the job within the peer timeout instead of blocking it).
+    const qsgd::comm::MpiSite site{"link ceiling", "qsgd-bench-exchange"};
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    comm.check(MPI_Irecv(b.data(), static_cast<int>(bytes), MPI_BYTE, (r + K - 1) % K, 7, comm.mpi(), &reqs[0]),
+               "MPI_Irecv", site);
+    comm.check(MPI_Isend(a.data(), static_cast<int>(bytes), MPI_BYTE, (r + 1) % K, 7, comm.mpi(), &reqs[1]),
+               "MPI_Isend", site);
+    qsgd::comm::wait_all(2, reqs, comm.mpi(), comm.peer_timeout(), site);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (i > 0) t.push_back(max_over_ranks(comm, dt));
   }
@@ -366,7 +372,7 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   double wire = 0, enc_bytes = 0, req_bytes = 0;
   bool fused = false;
   for (int i = 0; i < T; ++i) {
-    comm.check(MPI_Barrier(comm.mpi()), "MPI_Barrier", {"iteration barrier", "qsgd-bench-exchange"});
+    comm.barrier({"iteration barrier", "qsgd-bench-exchange"});
     const auto t0 = std::chrono::steady_clock::now();
     ex->average(in, out, 0, static_cast<std::uint64_t>(o.warmup + i));
     Kokkos::fence();
@@ -573,7 +579,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   if (const auto code = qsgd::bench::early_options(argc, argv, "qsgd-bench-exchange", print_usage)) return *code;
-  MPI_Init(&argc, &argv);
+  qsgd::comm::check_mpi(MPI_Init(&argc, &argv), "MPI_Init", MPI_COMM_WORLD, {"start-up", "qsgd-bench-exchange"});
   int status = 0;
   {
     Kokkos::ScopeGuard guard(argc, argv);
@@ -582,12 +588,13 @@ int main(int argc, char** argv) {
       o = parse_options(argc, argv);
     } catch (const std::exception& e) {  // UsageError, or qsgd::Error for a name
       int rank = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      qsgd::comm::check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", MPI_COMM_WORLD,
+                            {"start-up", "qsgd-bench-exchange"});
       if (rank == 0) std::fprintf(stderr, "qsgd-bench-exchange: error: %s\n", e.what());
       status = 2;
     }
     if (status == 0) status = run(o);
   }
-  MPI_Finalize();
+  qsgd::comm::check_mpi(MPI_Finalize(), "MPI_Finalize", MPI_COMM_WORLD, {"shutdown", "qsgd-bench-exchange"});
   return status;
 }

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   if (const auto code = qsgd::bench::early_options(argc, argv, "qsgd-algorithms", print_usage)) return *code;
   const qp::Options o = parse(argc, argv);
   const bool mpi = o.command == "async";
-  if (mpi) MPI_Init(&argc, &argv);
+  if (mpi) qsgd::comm::check_mpi(MPI_Init(&argc, &argv), "MPI_Init", MPI_COMM_WORLD, {"start-up", "qsgd-algorithms"});
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
@@ -158,6 +158,6 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (mpi) MPI_Finalize();
+  if (mpi) qsgd::comm::check_mpi(MPI_Finalize(), "MPI_Finalize", MPI_COMM_WORLD, {"shutdown", "qsgd-algorithms"});
   return rc;
 }
