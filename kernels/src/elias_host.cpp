@@ -32,6 +32,11 @@ bool applies(std::uint32_t s) { return host_paths_enabled() && cpu_has_avx512() 
 
 #ifdef QSGD_HAVE_AVX512_PATH
 
+// Levels ahead of the length and write passes that they ask for: on the
+// reference machine's virtual CPU the hardware prefetcher alone left the
+// write pass waiting on DRAM (2.4 -> 6.0 GB/s for encode_only at n = 2^24).
+constexpr std::uint64_t level_prefetch = 2048;
+
 // Entry a (|l| = a <= s): the codeword without its sign bit's value, shifted
 // into place (bits << 8), and its length (low 8 bits); level 0 is "0".
 // Entries above s are never read (the caller checks |l| <= s first).
@@ -112,6 +117,7 @@ QSGD_AVX512 void lengths_avx512(const std::int32_t* levels, std::uint64_t n, std
     __m512i sum = _mm512_setzero_si512();
     for (; i + 16 <= i1; i += 16) {
       __m512i bits, len;
+      _mm_prefetch(reinterpret_cast<const char*>(levels + i + level_prefetch), _MM_HINT_T0);
       if (!codewords16(levels + i, tab_lo, tab_hi, smax, bits, len)) break;
       sum = _mm512_add_epi32(sum, len);
     }
@@ -140,6 +146,7 @@ QSGD_AVX512 std::uint64_t write_avx512(const std::int32_t* levels, std::uint64_t
   std::uint64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512i bits, len;
+    _mm_prefetch(reinterpret_cast<const char*>(levels + i + level_prefetch), _MM_HINT_T0);
     if (!codewords16(levels + i, tab_lo, tab_hi, smax, bits, len)) {
       for (std::uint64_t k = i; k < i + 16; ++k) {
         std::uint64_t b;

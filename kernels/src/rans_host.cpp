@@ -390,6 +390,10 @@ QSGD_RANS_TARGET inline __m512i enc_field(const EncColumn& c, __m512i sym, __mma
   return _mm512_mask_blend_epi32(upper, lo, hi);
 }
 
+// Levels ahead (below) of the SIMD encoder's position in each chunk that it
+// asks for.
+constexpr std::uint64_t encode_prefetch = 512;
+
 template <bool InRegisters>
 QSGD_RANS_TARGET void simd_encode_group(const std::int32_t* levels, std::uint64_t c0, std::uint32_t chunk,
                                         std::uint32_t s, const std::uint32_t* x_max, const std::uint32_t* rcp,
@@ -411,6 +415,13 @@ QSGD_RANS_TARGET void simd_encode_group(const std::int32_t* levels, std::uint64_
   const __m512i sv = _mm512_set1_epi32(static_cast<int>(s));
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   for (std::uint64_t i = chunk; i > 0; i -= rans_lanes) {
+    // G streams read backwards, which the hardware prefetcher of the
+    // reference machine follows poorly: one request per stream and line.
+    if ((i & 15) == 0 && i >= encode_prefetch + rans_lanes)
+      for (int k = 0; k < G; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(levels + (c0 + static_cast<std::uint64_t>(k)) * chunk + i -
+                                                   rans_lanes - encode_prefetch),
+                     _MM_HINT_T0);
     for (int v = 0; v < V; ++v) {
       const std::int32_t* l = levels + (c0 + static_cast<std::uint64_t>(4 * v)) * chunk + i - rans_lanes;
       const __m512i lv = _mm512_inserti32x4(
@@ -538,6 +549,8 @@ const char* decoder_isa() {
   return "scalar";
 }
 
+constexpr std::uint64_t histogram_prefetch = 1024;  // levels ahead
+
 std::uint64_t histogram(const std::int32_t* levels, std::uint64_t n, std::uint32_t s, std::uint64_t* counts) {
   const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
   std::vector<std::uint64_t>& h = scratch().hist;
@@ -547,6 +560,7 @@ std::uint64_t histogram(const std::int32_t* levels, std::uint64_t n, std::uint32
   const std::uint32_t top = 2 * s;
   std::uint64_t i = 0;
   for (; i + 4 <= n; i += 4) {
+    if ((i & 15) == 0) __builtin_prefetch(levels + i + histogram_prefetch);
     const std::uint32_t k0 = static_cast<std::uint32_t>(levels[i] + static_cast<std::int32_t>(s));
     const std::uint32_t k1 = static_cast<std::uint32_t>(levels[i + 1] + static_cast<std::int32_t>(s));
     const std::uint32_t k2 = static_cast<std::uint32_t>(levels[i + 2] + static_cast<std::int32_t>(s));

@@ -194,13 +194,29 @@ TEST(Determinism, HostAndTeamPathsAreBitIdentical) {
             qsgd::detail::quantize_levels_host(Exec(), v, n, d, s, sk, sh, lh, nb);
             qsgd::detail::quantize_levels_team(Exec(), v, n, d, s, sk, sh, lt, nb);
             ASSERT_EQ(to_host(lh, n), to_host(lt, n)) << "s=" << s;
+            // The fused host loop (scales and levels bucket by bucket, what
+            // quantize() runs on the host): the same scales and levels, also
+            // with an index offset.
+            for (std::uint64_t offset : {0ull, 3072ull}) {
+              qsgd::Quantized<Mem> qf;
+              qf.reshape(n, d, s, norm, qsgd::QuantizerKind::stochastic);
+              ASSERT_TRUE(qsgd::detail::quantize_fused_host(Exec(), v, qf, norm, {n, s, d, 1}, offset));
+              const auto fs = to_host(qf.scales, nb);
+              for (std::uint64_t k = 0; k < nb; ++k) ASSERT_EQ(float_bits(fs[k]), float_bits(b[k])) << "bucket " << k;
+              qsgd::detail::quantize_levels_team(Exec(), v, n, d, s, sk, st, lt, nb, offset);
+              ASSERT_EQ(to_host(qf.levels, n), to_host(lt, n)) << "s=" << s << " offset=" << offset;
+            }
           }
-          // Non-finite input: both report the same first bad bucket.
+          // Non-finite input: both report the same first bad bucket, and the
+          // fused loop refuses it.
           hv[n / 2] = nan;
           const Values vb = to_device(hv);
           const std::uint64_t bh = qsgd::detail::bucket_scales_host(Exec(), vb, n, d, norm, sh, nb);
           EXPECT_EQ(bh, (n / 2) / d);
           EXPECT_EQ(bh, qsgd::detail::bucket_scales_team(Exec(), vb, n, d, norm, st, nb));
+          qsgd::Quantized<Mem> qb;
+          qb.reshape(n, d, 16, norm, qsgd::QuantizerKind::stochastic);
+          EXPECT_FALSE(qsgd::detail::quantize_fused_host(Exec(), vb, qb, norm, {n, 16, d, 1}, 0));
         }
 }
 

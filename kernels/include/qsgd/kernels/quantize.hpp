@@ -347,6 +347,62 @@ void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n
         });
 }
 
+// Asks for the cache line at p ahead of its use (host code only; a no-op in
+// device code). The reference machine's virtual CPU streams from DRAM at a
+// fraction of its copy rate without it (docs/kernels.md).
+KOKKOS_INLINE_FUNCTION void prefetch_host(const void* p) {
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
+}
+
+// Buckets ahead of the one being quantized whose input the fused host loop
+// asks for.
+constexpr std::uint64_t quantize_prefetch_buckets = 2;
+
+// Scales and levels of q (shape set) from v in one pass on the host: each
+// bucket's scale (host_bucket_scale, as bucket_scales computes it) and then
+// its levels (quantize_segment) while the bucket is in cache, the input of
+// a later bucket prefetched meanwhile. The same scales and levels as
+// compute_scales + quantize_levels. Returns false, leaving q unspecified,
+// at a NaN/Inf coordinate or an L2 norm beyond the float range: the caller
+// then runs compute_scales, which names it.
+template <class ExecSpace, class VView, class MemSpace>
+bool quantize_fused_host(const ExecSpace& exec, const VView& v, const Quantized<MemSpace>& q, Norm norm,
+                         const RngKey& key, std::uint64_t offset) {
+  static_assert(is_contiguous<VView>(), "quantize needs a contiguous input View");
+  const StreamKey sk = make_stream_key(key);
+  const float* x = v.data();
+  float* scales = q.scales.data();
+  std::int32_t* levels = q.levels.data();
+  const std::uint64_t n = q.n, nb = q.buckets();
+  const std::uint32_t d = q.d, s = q.s;
+  std::uint64_t bad_bucket = no_index;
+  Kokkos::parallel_reduce(
+      "qsgd::quantize[stochastic,fused host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+      KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& bad) {
+        const std::uint64_t ahead = b + quantize_prefetch_buckets;
+        if (ahead < nb) {
+          const std::uint64_t a0 = ahead * d, a1 = a0 + d < n ? a0 + d : n;
+          for (std::uint64_t j = a0; j < a1; j += 16) prefetch_host(x + j);
+        }
+        const std::uint64_t begin = b * d;
+        const std::uint64_t end = begin + d < n ? begin + d : n;
+        bool finite = true;
+        const float sc = host_bucket_scale(x + begin, end - begin, norm, finite);
+        if (!finite || !is_finite_f(sc)) {
+          if (b < bad) bad = b;
+          return;
+        }
+        scales[b] = sc;
+        quantize_segment(x, levels, begin, end, BucketFactor(sc, s), sk, offset);
+      },
+      Kokkos::Min<std::uint64_t>(bad_bucket));
+  return bad_bucket == no_index;
+}
+
 // The levels of q (shape and scales set) from v with `key`: the host loop or
 // one team per bucket.
 template <class ExecSpace, class VView, class MemSpace>
@@ -377,8 +433,10 @@ void take_scales(const ExecSpace& exec, const Quantized<MemSpace>& q, const SVie
  * quantize (stochastic Q_s)
  * Purpose: q = Q_s(v) with bucket scaling, keyed random rounding.
  * Algorithm: bucket_scales, then one team per bucket; each coordinate
- *   computes its level independently (detail::stochastic_level).
- * Cost: reads 8n bytes (two passes over v), writes 4n + 4n/d bytes.
+ *   computes its level independently (detail::stochastic_level). Host
+ *   loops fuse both per bucket (detail::quantize_fused_host): same bits.
+ * Cost: reads 8n bytes (two passes over v; 4n on the host), writes 4n +
+ *   4n/d bytes.
  * Requirements: cfg validated; v finite (else qsgd::Error non_finite_input,
  *   naming the first bad index, and q is left unspecified).
  * index_offset: coordinate i draws with index i + index_offset, so a slice
@@ -393,6 +451,9 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   prof::Scope range("qsgd/quantize");
   const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
   q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
+  if constexpr (detail::use_host_loops<ExecSpace>()) {
+    if (detail::quantize_fused_host(exec, v, q, cfg.norm, key, index_offset)) return;
+  }
   compute_scales(exec, v, n, d, cfg.norm, q.scales, "quantize");
   detail::quantize_levels(exec, v, q, key, index_offset);
 }
