@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A/B of two builds of qsgd-bench-kernels on the same machine in one sitting:
+# runs A and B alternately (A, B, A, B, ...), pinned to one core, and prints
+# each kernel's median GB/s over the rounds with its range and the ratio B/A.
+# Use it to measure a kernel change against the commit before it, where the
+# machine's memory rate drifts between runs (docs/kernels.md).
+#
+#   ab.sh A_BUILD_DIR B_BUILD_DIR OUT_DIR [--rounds R] [--n N] [--filter REGEX]
+#
+# Each build dir holds benchmarks/qsgd-bench-kernels (the release preset).
+# OUT_DIR gets a.<round>.json and b.<round>.json (Google Benchmark JSON, 3
+# repetitions each) and ab.txt (the printed table). Defaults: 3 rounds,
+# n = 2^24, the coding kernels and the memory copy.
+set -euo pipefail
+if [[ $# -lt 3 || "$1" == -h || "$1" == --help ]]; then
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  exit $(( $# < 3 ? 2 : 0 ))
+fi
+a_dir=$1 b_dir=$2 out=$3
+shift 3
+rounds=3
+n=16777216
+filter='memcpy/kokkos|^quantize|^encode/(fixed|elias-dense|rans)|^encode_only/(fixed|elias-dense|rans)|^decode_accumulate/(fixed|elias-dense|rans)'
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --n) n=$2; shift 2 ;;
+    --filter) filter=$2; shift 2 ;;
+    *) echo "ab.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+for d in "$a_dir" "$b_dir"; do
+  [ -x "$d/benchmarks/qsgd-bench-kernels" ] ||
+    { echo "ab.sh: error: $d/benchmarks/qsgd-bench-kernels not found" >&2; exit 1; }
+done
+mkdir -p "$out"
+pin=()
+if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
+for ((i = 1; i <= rounds; ++i)); do
+  for v in a b; do
+    d=$a_dir
+    [ $v = b ] && d=$b_dir
+    "${pin[@]}" "$d/benchmarks/qsgd-bench-kernels" --qsgd_n_min="$n" --qsgd_n_max="$n" --benchmark_filter="$filter" \
+      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+      --benchmark_out="$out/$v.$i.json" --benchmark_out_format=json > "$out/$v.$i.txt" 2>&1 ||
+      { cat "$out/$v.$i.txt" >&2; echo "ab.sh: error: the run of $d failed" >&2; exit 1; }
+  done
+done
+python=/usr/bin/python3
+[[ -x $python ]] || python=$(command -v python3)
+"$python" - "$out" "$rounds" <<'EOF' | tee "$out/ab.txt"
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+rates, ctx = {}, {}
+for v in "ab":
+    for i in range(1, rounds + 1):
+        j = json.load(open(f"{out}/{v}.{i}.json"))
+        ctx[v] = j["context"]
+        for b in j["benchmarks"]:
+            if b.get("aggregate_name") != "median":
+                continue
+            parts = b["run_name"].split("/")
+            name = "/".join(p for p in parts[:next((k for k, p in enumerate(parts) if p.isdigit()), len(parts))])
+            rates.setdefault(name, {"a": [], "b": []})[v].append(b["bytes_per_second"] / 1e9)
+def rng(x):
+    return f"{statistics.median(x):6.2f} ({min(x):.2f}-{max(x):.2f})"
+for v in "ab":
+    c = ctx[v]
+    print(f"{v.upper()}: git {c.get('qsgd_git_hash', '?')}, {c.get('cpu_model', '?')}, {c.get('compiler', '?')}")
+print(f"{rounds} rounds A, B alternating; each: the median of 3 repetitions; shown: median (min-max) over rounds, GB/s of fp32 input")
+print(f"{'kernel':32s} {'A GB/s':>20s} {'B GB/s':>20s}  B/A")
+for k, d in rates.items():
+    if d["a"] and d["b"]:
+        print(f"{k:32s} {rng(d['a']):>20s} {rng(d['b']):>20s} {statistics.median(d['b']) / statistics.median(d['a']):5.2f}")
+EOF
