@@ -493,7 +493,7 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
      << ", \"input_description\": " << json_string(qsgd::bench::describe(o.input)) << ", \"seed\": " << o.seed
      << ", \"rank_seed\": \"seed + rank\", \"common_fraction\": " << json_number(o.common)
      << ", \"common_seed\": \"seed + K\"},\n";
-  os << "  \"ceiling\": {\"kind\": \"ring MPI_Sendrecv, received bytes per rank per second\", \"bytes\": "
+  os << "  \"ceiling\": {\"kind\": \"ring MPI_Isend/MPI_Irecv, received bytes per rank per second\", \"bytes\": "
      << ceiling_bytes << ", \"GBps\": " << json_number(ranks > 1 ? ceiling : NAN) << "},\n";
   os << "  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -548,7 +548,7 @@ int run(const Options& o) {
                 K, qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.common,
                 o.warmup, o.iters, mpi_library().c_str());
     if (K > 1)
-      std::printf("# link ceiling: ring MPI_Sendrecv of %llu bytes: %.2f GB/s received per rank\n",
+      std::printf("# link ceiling: ring MPI_Isend/MPI_Irecv of %llu bytes: %.2f GB/s received per rank\n",
                   static_cast<unsigned long long>(ceiling_bytes), ceiling);
     print_header(K);
   }
