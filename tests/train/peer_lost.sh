@@ -18,6 +18,7 @@
 # within 60 s of the kill; expected: the peer timeout plus at most one step.
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/../peer_lost.sh"  # ranks_of, kill_rank_and_wait, expect_abort_7
 mpirun=$1 k=$2 victim=$3 train=$4 strategy=$5 transport=$6
 bound=60
 dir=$(mktemp -d)
@@ -37,70 +38,17 @@ while [ $((SECONDS - start)) -lt 120 ]; do
   sleep 0.1
 done
 [ "${n:-0}" -ge 5 ] || fail "no 5 steps in the trace after 120 s"
-# The ranks' processes, by OMPI_COMM_WORLD_RANK (mpirun puts it in their environment).
-declare -A pid_of
-for p in $(pgrep -f -- "$t"); do
-  [ "$(cat "/proc/$p/comm" 2>/dev/null)" = qsgd-train ] || continue
-  r=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-  [ -n "$r" ] && pid_of[$r]=$p
-done
+ranks_of qsgd-train "$t"
 [ "${#pid_of[@]}" = "$k" ] || fail "found the processes of ${#pid_of[@]} of $k ranks"
-kill -9 "${pid_of[$victim]}"
-t0=$(date +%s%N)
-alive() {  # alive PID: the process exists and is not a zombie
-  local st
-  st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-deadline=$((t0 + bound * 1000000000))
-left=()
-while [ "$(date +%s%N)" -lt "$deadline" ]; do
-  left=()
-  for r in "${!pid_of[@]}"; do
-    [ "$r" = "$victim" ] && continue
-    alive "${pid_of[$r]}" && left+=("$r")
-  done
-  [ "${#left[@]}" = 0 ] && break
-  sleep 0.1
-done
-elapsed=$(( ($(date +%s%N) - t0) / 1000000 ))
-if [ "${#left[@]}" != 0 ]; then
-  kill -9 -- -"$pid" 2>/dev/null
-  cat "$dir/out.log"
-  fail "ranks ${left[*]} still running ${bound} s after rank $victim was killed"
-fi
-# mpirun follows its last processes out within moments.
-start=$SECONDS
-while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt 10 ]; do sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && { kill -9 -- -"$pid"; fail "mpirun still running 10 s after its ranks ended"; }
-wait "$pid"
-rc=$?
-[ "$rc" != 0 ] || fail "mpirun exited 0 after rank $victim was killed"
+kill_rank_and_wait "$victim" "$bound" "$pid" "$dir/out.log"
 msg=$(grep -E "^qsgd: rank [0-9]+: no progress on the .* at step [0-9]+.* for [0-9.]+ s \(MPI_Test(some|all)\); a peer may have died \(peer timeout 10 s\)$" "$dir/out.log")
 [ -n "$msg" ] || { cat "$dir/out.log"; fail "no survivor reported the dead peer"; }
 grep -v -q "^qsgd: rank $victim:" <<< "$msg" || fail "only the killed rank is named: $msg"
-# Open MPI prints "with errorcode 7" through its help relay. When two
-# survivors abort at the same moment, mpirun 4.1 can fail to unpack the
-# relayed help message ("ORTE_ERROR_LOG: Data unpack would read past end of
-# buffer in file .../show_help.c") and prints nothing about the code; the job
-# still ends through MPI_Abort ("Per user-direction, the job has been
-# aborted"). Seen once in 6 runs on 2 loaded cores, and once (of dozens) as
-# "ORTE_ERROR_LOG: Out of resource in file .../show_help.c" with a fuzzer
-# on one core. Only an error of the help relay (show_help.c) together with
-# that line is accepted in place of the errorcode line.
-if ! grep -q "with errorcode 7" "$dir/out.log"; then
-  if grep -q "ORTE_ERROR_LOG: .* in file .*show_help.c" "$dir/out.log" &&
-     grep -q "Per user-direction, the job has been aborted" "$dir/out.log"; then
-    echo "note: Open MPI lost the MPI_Abort help message (show_help unpack error); errorcode not printed"
-  else
-    cat "$dir/out.log"
-    fail "the job did not end with exit code 7 (MPI_Abort)"
-  fi
-fi
+expect_abort_7 "$dir/out.log"
 h5dump -H "$t" > /dev/null || fail "the trace does not open with h5dump"
 n=$(steps_in "$t")
 [ -n "$n" ] && [ "$n" -ge 5 ] || fail "the trace holds ${n:-no} steps"
 last=$(data_of "$t" /steps/step | tail -n 1)
 [ "$last" = $((n - 1)) ] || fail "step indices do not run 0..$((n - 1)) (last $last)"
 echo "$msg" | head -n 1
-echo "ok: K=$k $strategy/$transport, rank $victim killed; survivors gone after $((elapsed / 1000)).$(printf %03d $((elapsed % 1000))) s (bound ${bound} s, peer timeout 10 s), mpirun exit $rc, trace readable with $n steps"
+echo "ok: K=$k $strategy/$transport, rank $victim killed; survivors gone after $(seconds_of "$elapsed_ms") s (bound ${bound} s, peer timeout 10 s), mpirun exit $mpirun_rc, trace readable with $n steps"
