@@ -5,27 +5,30 @@
 # Use it to measure a kernel change against the commit before it, where the
 # machine's memory rate drifts between runs (docs/kernels.md).
 #
-#   ab.sh A_BUILD_DIR B_BUILD_DIR OUT_DIR [--rounds R] [--n N] [--filter REGEX]
+#   ab.sh A_BUILD_DIR B_BUILD_DIR OUT_DIR [--rounds R] [--n N] [--filter REGEX] [--min-time S]
 #
 # Each build dir holds benchmarks/qsgd-bench-kernels (the release preset).
 # OUT_DIR gets a.<round>.json and b.<round>.json (Google Benchmark JSON, 3
 # repetitions each) and ab.txt (the printed table). Defaults: 3 rounds,
-# n = 2^24, the coding kernels and the memory copy.
+# n = 2^24, the coding kernels and the memory copy, Google Benchmark's own
+# minimum time per repetition (--min-time S sets it).
 set -euo pipefail
 if [[ $# -lt 3 || "$1" == -h || "$1" == --help ]]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   exit $(( $# < 3 ? 2 : 0 ))
 fi
 a_dir=$1 b_dir=$2 out=$3
 shift 3
 rounds=3
 n=16777216
+min_time=()
 filter='memcpy/kokkos|^quantize|^encode/(fixed|elias-dense|rans)|^encode_only/(fixed|elias-dense|rans)|^decode_accumulate/(fixed|elias-dense|rans)'
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --n) n=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
+    --min-time) min_time=(--benchmark_min_time="$2"); shift 2 ;;
     *) echo "ab.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +44,7 @@ for ((i = 1; i <= rounds; ++i)); do
     d=$a_dir
     [ $v = b ] && d=$b_dir
     "${pin[@]}" "$d/benchmarks/qsgd-bench-kernels" --qsgd_n_min="$n" --qsgd_n_max="$n" --benchmark_filter="$filter" \
-      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true "${min_time[@]}" \
       --benchmark_out="$out/$v.$i.json" --benchmark_out_format=json > "$out/$v.$i.txt" 2>&1 ||
       { cat "$out/$v.$i.txt" >&2; echo "ab.sh: error: the run of $d failed" >&2; exit 1; }
   done
