@@ -537,9 +537,10 @@ int run(const Options& o) {
   // peer timeout (a dead peer ends the job instead of blocking it):
   // reductions, gathers and the barrier before each timed iteration through
   // the Communicator's watched collectives, the link ceiling's exchange as
-  // two requests in a watched wait. The ceiling so measured is the blocking
-  // MPI_Sendrecv's (0.119 GB/s per rank on 1 Gbit/s links either way), and
-  // the strategies it is compared with wait the same way.
+  // two requests in a watched wait. On 1 Gbit/s links it measured 0.119
+  // GB/s per rank, as the blocking MPI_Sendrecv had in the previous
+  // reference run (another machine), and the strategies it is compared with
+  // wait the same way.
   const int K = comm.size(), me = comm.rank();
   const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
   const double ceiling = ring_ceiling(comm, ceiling_bytes);

@@ -212,8 +212,7 @@ QSGD_AVX512 bool encode_avx512(const float* v, float* scales, std::uint64_t n, s
     const std::uint64_t i0 = g * fixed_group;
     const std::uint64_t last = (i0 + fixed_group < n ? i0 + fixed_group : n) - 1;
     for (; next_scale <= last / d; ++next_scale) {
-      const std::uint64_t ahead = (next_scale + quantize_prefetch_buckets) * d;
-      for (std::uint64_t j = ahead; j < ahead + d && j < n; j += 16) prefetch_host(v + j);
+      prefetch_bucket_ahead(v, next_scale, d, n);
       const std::uint64_t begin = next_scale * d;
       bool finite = true;
       const float sc = host_bucket_scale(v + begin, (begin + d < n ? begin + d : n) - begin, norm, finite);

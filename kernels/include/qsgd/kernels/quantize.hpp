@@ -359,9 +359,15 @@ KOKKOS_INLINE_FUNCTION void prefetch_host(const void* p) {
 #endif
 }
 
-// Buckets ahead of the one being quantized whose input the fused host loop
-// asks for.
+// Buckets ahead of the one being quantized whose input the fused host loops
+// (quantize_fused_host, the fixed-width SIMD encoder) ask for.
 constexpr std::uint64_t quantize_prefetch_buckets = 2;
+
+// Asks for the input of bucket b + quantize_prefetch_buckets of x[0, n).
+KOKKOS_INLINE_FUNCTION void prefetch_bucket_ahead(const float* x, std::uint64_t b, std::uint64_t d, std::uint64_t n) {
+  const std::uint64_t a0 = (b + quantize_prefetch_buckets) * d;
+  for (std::uint64_t j = a0; j < a0 + d && j < n; j += 16) prefetch_host(x + j);
+}
 
 // Scales and levels of q (shape set) from v in one pass on the host: each
 // bucket's scale (host_bucket_scale, as bucket_scales computes it) and then
@@ -384,11 +390,7 @@ bool quantize_fused_host(const ExecSpace& exec, const VView& v, const Quantized<
   Kokkos::parallel_reduce(
       "qsgd::quantize[stochastic,fused host]", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
       KOKKOS_LAMBDA(std::uint64_t b, std::uint64_t& bad) {
-        const std::uint64_t ahead = b + quantize_prefetch_buckets;
-        if (ahead < nb) {
-          const std::uint64_t a0 = ahead * d, a1 = a0 + d < n ? a0 + d : n;
-          for (std::uint64_t j = a0; j < a1; j += 16) prefetch_host(x + j);
-        }
+        prefetch_bucket_ahead(x, b, d, n);
         const std::uint64_t begin = b * d;
         const std::uint64_t end = begin + d < n ? begin + d : n;
         bool finite = true;
