@@ -167,6 +167,19 @@ TEST(Quantize, ConfigurationLimits) {
   expect_error(Errc::invalid_argument, [&] { codec.encode(v, 11, qsgd::RngKey{}, out); }, "encode n > extent");
 }
 
+// detail::simd::quantize_stochastic on host copies of v and q (the host
+// SIMD quantizer exists for host memory only), results copied back into q.
+qsgd::detail::simd::EncodeStatus simd_quantize(const Values& v, qsgd::Quantized<Mem>& q, std::uint32_t s, Norm norm,
+                                               const qsgd::StreamKey& sk, std::uint64_t offset) {
+  auto hv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  auto hs = Kokkos::create_mirror_view(q.scales);
+  auto hl = Kokkos::create_mirror_view(q.levels);
+  const auto st = qsgd::detail::simd::quantize_stochastic(hv.data(), hs.data(), hl.data(), q.n, q.d, s, norm, sk, offset);
+  Kokkos::deep_copy(q.scales, hs);
+  Kokkos::deep_copy(q.levels, hl);
+  return st;
+}
+
 // The host fast path (one loop per bucket, used on Serial) and the portable
 // team path (one team per bucket, used on GPUs and threaded backends) must give
 // the same bits (spec section 1: a result must not depend on the backend).
@@ -188,7 +201,7 @@ TEST(Determinism, HostAndTeamPathsAreBitIdentical) {
                     qsgd::detail::bucket_scales_team(Exec(), v, n, d, norm, st, nb));
           const auto a = to_host(sh, nb), b = to_host(st, nb);
           for (std::uint64_t k = 0; k < nb; ++k) ASSERT_EQ(float_bits(a[k]), float_bits(b[k])) << "bucket " << k;
-          for (std::uint32_t s : {1u, 7u, 16u, 32768u}) {
+          for (std::uint32_t s : {1u, 7u, 16u, 32768u, 1u << 24}) {
             const qsgd::StreamKey sk = qsgd::make_stream_key({n, s, d, 1});
             Kokkos::View<std::int32_t*, Mem> lh("lh", n), lt("lt", n);
             qsgd::detail::quantize_levels_host(Exec(), v, n, d, s, sk, sh, lh, nb);
@@ -206,6 +219,23 @@ TEST(Determinism, HostAndTeamPathsAreBitIdentical) {
               qsgd::detail::quantize_levels_team(Exec(), v, n, d, s, sk, st, lt, nb, offset);
               ASSERT_EQ(to_host(qf.levels, n), to_host(lt, n)) << "s=" << s << " offset=" << offset;
             }
+            // The AVX-512 quantizer (what quantize() runs on such a CPU): the
+            // same scales and levels, also where a run of 128 draws crosses a
+            // 2^32 block of indices (offset 2^32 - 100).
+            for (std::uint64_t offset : {0ull, 3072ull, (1ull << 32) - 100}) {
+              qsgd::Quantized<Mem> qs;
+              qs.reshape(n, d, s, norm, qsgd::QuantizerKind::stochastic);
+              const auto st_simd = simd_quantize(v, qs, s, norm, sk, offset);
+              if (st_simd == qsgd::detail::simd::EncodeStatus::not_applicable) {
+                ASSERT_STREQ(qsgd::detail::simd::fixed_isa(), "portable");
+                continue;
+              }
+              ASSERT_EQ(st_simd, qsgd::detail::simd::EncodeStatus::done);
+              const auto ss = to_host(qs.scales, nb);
+              for (std::uint64_t k = 0; k < nb; ++k) ASSERT_EQ(float_bits(ss[k]), float_bits(b[k])) << "bucket " << k;
+              qsgd::detail::quantize_levels_team(Exec(), v, n, d, s, sk, st, lt, nb, offset);
+              ASSERT_EQ(to_host(qs.levels, n), to_host(lt, n)) << "SIMD s=" << s << " offset=" << offset;
+            }
           }
           // Non-finite input: both report the same first bad bucket, and the
           // fused loop refuses it.
@@ -217,6 +247,10 @@ TEST(Determinism, HostAndTeamPathsAreBitIdentical) {
           qsgd::Quantized<Mem> qb;
           qb.reshape(n, d, 16, norm, qsgd::QuantizerKind::stochastic);
           EXPECT_FALSE(qsgd::detail::quantize_fused_host(Exec(), vb, qb, norm, {n, 16, d, 1}, 0));
+          const auto bad = simd_quantize(vb, qb, 16, norm, qsgd::make_stream_key({n, 16, d, 1}), 0);
+          EXPECT_TRUE(bad == qsgd::detail::simd::EncodeStatus::bad_input ||
+                      (bad == qsgd::detail::simd::EncodeStatus::not_applicable &&
+                       std::string(qsgd::detail::simd::fixed_isa()) == "portable"));
         }
 }
 

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "qsgd/kernels/config.hpp"
 #include "qsgd/kernels/counter_rng.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/dispatch.hpp"
+#include "qsgd/kernels/detail/fixed_simd.hpp"
 #include "qsgd/kernels/error.hpp"
 #include "qsgd/kernels/profiling.hpp"
 
@@ -437,7 +439,8 @@ void take_scales(const ExecSpace& exec, const Quantized<MemSpace>& q, const SVie
  * Purpose: q = Q_s(v) with bucket scaling, keyed random rounding.
  * Algorithm: bucket_scales, then one team per bucket; each coordinate
  *   computes its level independently (detail::stochastic_level). Host
- *   loops fuse both per bucket (detail::quantize_fused_host): same bits.
+ *   loops fuse both per bucket (detail::quantize_fused_host; on a CPU with
+ *   AVX-512, detail::simd::quantize_stochastic): same bits.
  * Cost: reads 8n bytes (two passes over v; 4n on the host), writes 4n +
  *   4n/d bytes.
  * Requirements: cfg validated; v finite (else qsgd::Error non_finite_input,
@@ -455,6 +458,14 @@ void quantize(const ExecSpace& exec, const CodecConfig& cfg, const VView& v, std
   const std::uint32_t d = static_cast<std::uint32_t>(effective_bucket(cfg, n));
   q.reshape(n, d, cfg.s, cfg.norm, QuantizerKind::stochastic);
   if constexpr (detail::use_host_loops<ExecSpace>()) {
+    if constexpr (std::is_same<MemSpace, Kokkos::HostSpace>::value) {
+      // The AVX-512 path where the CPU has it (bad input falls through to
+      // compute_scales, which names it).
+      exec.fence();
+      if (detail::simd::quantize_stochastic(v.data(), q.scales.data(), q.levels.data(), n, d, cfg.s, cfg.norm,
+                                            make_stream_key(key), index_offset) == detail::simd::EncodeStatus::done)
+        return;
+    }
     if (detail::quantize_fused_host(exec, v, q, cfg.norm, key, index_offset)) return;
   }
   compute_scales(exec, v, n, d, cfg.norm, q.scales, "quantize");

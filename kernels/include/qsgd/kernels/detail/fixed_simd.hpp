@@ -58,6 +58,14 @@ EncodeStatus encode_fixed_stochastic(const float* v, float* scales, std::uint64_
                                      Norm norm, const StreamKey& key, std::uint64_t index_offset,
                                      std::uint64_t* payload, bool scales_given = false);
 
+// Fused scales + stochastic quantize of v[0, n) into signed levels: the
+// scales and levels quantize() gives (Q_s, spec section 1), the same 16-lane
+// arithmetic as the encoder above, without the packing. not_applicable: no
+// SIMD path on this CPU (or disabled), nothing written. bad_input: as for
+// encode_fixed_stochastic. Coordinate i draws with index i + index_offset.
+EncodeStatus quantize_stochastic(const float* v, float* scales, std::int32_t* levels, std::uint64_t n, std::uint32_t d,
+                                 std::uint32_t s, Norm norm, const StreamKey& key, std::uint64_t index_offset);
+
 // Decodes the payload of n coordinates: values (out[i] = value),
 // accumulate (out[i] += weight * value), add_levels (levels[i] += level) or
 // validate (out and levels unused). Groups with
