@@ -245,7 +245,7 @@ QSGD_AVX512 inline void signed_levels(const float* v, std::uint64_t i, std::uint
   }
 }
 
-EncodeConsts encode_consts() {
+QSGD_AVX512 inline EncodeConsts encode_consts() {
   const ShiftCtl& t = shift_ctl();
   return EncodeConsts{_mm512_load_si512(t.shr16.data()), _mm512_load_si512(t.shr8.data()),
                       _mm512_load_si512(t.order.data())};
