@@ -12,9 +12,7 @@
 #include <numeric>
 #include <set>
 #include <string>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "qsgd/models/data/batch_loader.hpp"
@@ -24,6 +22,7 @@
 #include "qsgd/models/data/teacher.hpp"
 #include "qsgd/models/data/text_corpus.hpp"
 #include "qsgd/models/error.hpp"
+#include "child_rss.hpp"
 #include "test_util.hpp"
 
 namespace qsgd::models {
@@ -146,33 +145,6 @@ TEST_F(Idx, TruncatedGzipIsAnError) {
   expect_data_error([&] { read_idx(cut); }, {cut, "gzip"});
 }
 
-// Runs f in a forked child; returns the child's exit status (0: f returned
-// true) and how far its peak resident set grew over this process's resident
-// set at the fork, in MiB. Peak RSS, not an address-space limit (which ASan's
-// shadow memory would exceed).
-std::pair<int, double> in_child(const std::function<bool()>& f) {
-  auto rss_kib = [] {
-    std::ifstream st("/proc/self/statm");
-    long pages = 0, resident = 0;
-    st >> pages >> resident;
-    return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024.0;
-  };
-  const double base = rss_kib();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    bool ok = false;
-    try {
-      ok = f();
-    } catch (...) {
-    }
-    _exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  struct rusage ru {};
-  EXPECT_EQ(wait4(pid, &status, 0, &ru), pid);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, (static_cast<double>(ru.ru_maxrss) - base) / 1024.0};
-}
-
 TEST_F(Idx, GzipBombsAreRejectedInBoundedMemory) {
   // About 10 MB of gzip inflating to 10 GiB. Two forms: a header announcing
   // the 10 GiB (rejected at the header, over the 1 GiB limit), and a header
@@ -184,7 +156,7 @@ TEST_F(Idx, GzipBombsAreRejectedInBoundedMemory) {
   ASSERT_EQ(::stat(big.c_str(), &st), 0);
   EXPECT_GT(st.st_size, 5 << 20);  // it is the bomb it says
   for (const auto& [path, what] : {std::pair{big, std::string("more than the limit")}, std::pair{trail, std::string("trailing data")}}) {
-    const auto [code, grew_mib] = in_child([&, p = path, w = what] {
+    const auto [code, grew_mib] = qsgd_test::in_child([&, p = path, w = what] {
       try {
         read_idx(p);
       } catch (const DataError& e) {
