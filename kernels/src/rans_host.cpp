@@ -226,32 +226,15 @@ template <int c>
 QSGD_RANS_TARGET inline void deliver_lane(__m512i level, __m512 value, std::uint64_t i, float* out,
                                           std::int32_t* levels_out, Sink mode) {
   if (mode == Sink::values) _mm_storeu_ps(out + i, _mm512_extractf32x4_ps(value, c));
-  if (mode == Sink::accumulate) _mm_storeu_ps(out + i, _mm512_extractf32x4_ps(value, c));  // value: out + weight x value
+  if (mode == Sink::accumulate) {
+    if ((i & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(out + i + accumulate_prefetch), _MM_HINT_T0);
+    _mm_storeu_ps(out + i, _mm_add_ps(_mm_loadu_ps(out + i), _mm512_extractf32x4_ps(value, c)));  // value: weight x value
+  }
   if (mode == Sink::levels) _mm_storeu_si128(reinterpret_cast<__m128i*>(levels_out + i), _mm512_extracti32x4_epi32(level, c));
   if (mode == Sink::add_levels) {
     auto* o = reinterpret_cast<__m128i*>(levels_out + i);
     _mm_storeu_si128(o, _mm_add_epi32(_mm_loadu_si128(o), _mm512_extracti32x4_epi32(level, c)));
   }
-}
-
-// The current outputs out[i], out[i + chunk], out[i + 2 chunk], out[i + 3
-// chunk] (four floats each) in the four 128-bit lanes. Chunks are 4096
-// floats apart by default, a multiple of 4 KiB: a load from one chunk's
-// output right after a store to another's at the same offset matches its
-// low 12 address bits, and the core holds the load until the store's
-// address resolves (4K aliasing). Loading every chunk's outputs before the
-// round's stores avoids it. Measured on an AMD EPYC (Zen 5) core, n = 2^24,
-// 3 alternating rounds: decode_accumulate/rans 1.16x, but decode/rans, whose
-// code did not change, 1.10x in the same A/B: the gain is at most a few
-// percent beyond this machine's spread (results/reference/kernels-rans-accumulate).
-QSGD_RANS_TARGET inline __m512 accumulate_in(const float* out, std::uint64_t i, std::uint64_t chunk) {
-  if ((i & 15) == 0)
-    for (int c = 0; c < 4; ++c)
-      _mm_prefetch(reinterpret_cast<const char*>(out + i + c * chunk + accumulate_prefetch), _MM_HINT_T0);
-  __m512 a = _mm512_castps128_ps512(_mm_loadu_ps(out + i));
-  a = _mm512_insertf32x4(a, _mm_loadu_ps(out + i + chunk), 1);
-  a = _mm512_insertf32x4(a, _mm_loadu_ps(out + i + 2 * chunk), 2);
-  return _mm512_insertf32x4(a, _mm_loadu_ps(out + i + 3 * chunk), 3);
 }
 
 template <Sink M>
@@ -301,13 +284,6 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
       __m512 unitv[V];
       for (int v = 0; v < V; ++v) unitv[v] = _mm512_load_ps(ub[4 * v]);
       for (std::uint64_t r = 0; r < rounds; ++r, j += rans_lanes) {
-        // Accumulating: every chunk's four outputs of this round are loaded
-        // before any of the round's stores (see accumulate_in).
-        __m512 acc_in[V];
-        (void)acc_in;
-        if constexpr (M == Sink::accumulate)
-          for (int v = 0; v < V; ++v)
-            acc_in[v] = accumulate_in(out, (c0 + static_cast<std::uint64_t>(4 * v)) * chunk + j, chunk);
         for (int v = 0; v < V; ++v) {
           const __m512i e = _mm512_i32gather_epi32(_mm512_and_si512(x[v], slot_mask), table, 4);
           const __m512i f = _mm512_and_si512(e, f_mask);
@@ -336,7 +312,7 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
           if constexpr (M != Sink::validate) {
             const __m512i level = _mm512_sub_epi32(_mm512_srli_epi32(e, 25), sv);
             __m512 value = _mm512_mul_ps(_mm512_cvtepi32_ps(level), unitv[v]);
-            if constexpr (M == Sink::accumulate) value = _mm512_add_ps(acc_in[v], _mm512_mul_ps(value, wv512));
+            if constexpr (M == Sink::accumulate) value = _mm512_mul_ps(value, wv512);
             const std::uint64_t i0 = (c0 + static_cast<std::uint64_t>(4 * v)) * chunk + j;
             deliver_lane<0>(level, value, i0, out, levels_out, M);
             deliver_lane<1>(level, value, i0 + chunk, out, levels_out, M);
