@@ -1,10 +1,13 @@
 #pragma once
-// WireBuffer: the words an exchange hands to MPI, with host staging when MPI
-// cannot read the execution space's memory.
+// WireBuffer: the words an exchange hands to MPI, with host staging (in
+// StagingSpace: page-locked on CUDA and HIP) when MPI cannot read the
+// execution space's memory.
 
 #include <Kokkos_Core.hpp>
 #include <cstddef>
 #include <cstdint>
+
+#include "qsgd/comm/exchange.hpp"
 
 namespace qsgd::comm::detail {
 
@@ -15,7 +18,7 @@ template <class Mem>
 class WireBuffer {
  public:
   using words_view = Kokkos::View<std::uint64_t*, Mem>;
-  using host_view = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
+  using host_view = Kokkos::View<std::uint64_t*, StagingSpace>;
 
   void set_staged(bool staged) { staged_ = staged; }
   bool staged() const { return staged_; }

@@ -236,6 +236,22 @@ class ExchangeError : public std::runtime_error {
   int exit_code_;
 };
 
+// Host memory that staged messages and reductions pass through: page-locked
+// where the backend has it (CUDA, HIP), so that the copies between device
+// and host run by DMA at the bus's rate instead of through a bounce buffer,
+// ordinary host memory otherwise (docs/exchange.md, "Memory spaces, staging,
+// buffers").
+#if defined(KOKKOS_ENABLE_CUDA)
+using StagingSpace = Kokkos::CudaHostPinnedSpace;
+inline constexpr const char* staging_memory = "page-locked host buffers";
+#elif defined(KOKKOS_ENABLE_HIP)
+using StagingSpace = Kokkos::Experimental::HIPHostPinnedSpace;
+inline constexpr const char* staging_memory = "page-locked host buffers";
+#else
+using StagingSpace = Kokkos::HostSpace;
+inline constexpr const char* staging_memory = "host buffers";
+#endif
+
 // Whether an exchange on c stages its messages through host buffers: the
 // memory is not host-accessible and MPI does not take device pointers
 // (docs/exchange.md, "Memory spaces, staging, buffers"). Reductions are
@@ -253,8 +269,9 @@ std::string message_path(const Communicator& c) {
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible)
     return "host memory: MPI reads and writes the buffers";
   if (!stages_messages<MemorySpace>(c))
-    return "device memory: GPU-aware MPI takes device pointers (reductions staged through host buffers)";
-  return "device memory: staged through host buffers (MPI not GPU-aware)";
+    return std::string("device memory: GPU-aware MPI takes device pointers (reductions staged through ") +
+           staging_memory + ")";
+  return std::string("device memory: staged through ") + staging_memory + " (MPI not GPU-aware)";
 }
 
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
