@@ -674,6 +674,31 @@ TEST(FixedSimd, MatchesThePortableKernelsBitForBit) {
         }
 }
 
+// The fixed-width SIMD encoder where a run of draws crosses a 2^32 block of
+// indices (its lock-step groups of 64 and 128 coordinates fall back to the
+// portable code there): an encode of a slice with index offsets just below
+// 2^32 gives the same message words with the SIMD path on and off, and
+// -0.0 inputs and subnormal (divide-first) buckets are among its values.
+TEST(FixedSimd, IndexOffsetsAcrossA2To32BlockMatchThePortableKernels) {
+  const std::uint64_t n = 4113;
+  auto hv = simd_input(n, 77);
+  for (std::uint64_t i = 0; i < n; i += 7) hv[i] = -0.0f;
+  const Values v = to_device(hv);
+  for (std::uint32_t d : {64u, 512u})
+    for (std::uint64_t offset : {(1ull << 32) - 64, (1ull << 32) - 100, (1ull << 32) - 128, (1ull << 32) - 1000}) {
+      SCOPED_TRACE("d=" + std::to_string(d) + " offset=" + std::to_string(offset));
+      const auto cfg = config(CodecKind::fixed, 16, d, Norm::max);
+      const qsgd::RngKey key{n, 16, d, 9};
+      const auto run = [&] {
+        Codec codec(cfg);
+        Words out("out", codec.max_message_bytes(n) / 8);
+        const std::size_t bytes = codec.encode(v, n, key, out, offset);
+        return take_message(out, bytes).words;
+      };
+      ASSERT_EQ(with_simd(true, run), with_simd(false, run));
+    }
+}
+
 // The host paths of the rans codec (histogram, chunk encoder and writer,
 // decoder; detail/rans_host.hpp) give the same message words and the same
 // decoded, accumulated and level bits as the portable kernels, on shapes with
