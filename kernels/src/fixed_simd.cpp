@@ -11,6 +11,14 @@
 #include "qsgd/kernels/quantize.hpp"
 
 #include "host_x86.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports the _mm512_undefined_*() start of masked operations as
+// used uninitialized where they sit in the fully unrolled loops over arrays
+// of vectors below (the lock-step draws): the false positive host_x86.hpp
+// silences as -Wmaybe-uninitialized, here a definite one.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #ifdef QSGD_HAVE_AVX512_PATH
 #define QSGD_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi")))
 #endif
@@ -168,6 +176,10 @@ struct EncodeConsts {
 // Only the position and the hash state live across the steps. The fraction
 // pos - trunc(pos) is vreduceps's exact result, the same float as
 // pos - float(trunc(pos)) (s <= 2^24, so pos < 2^25 and trunc is exact).
+// Vectors of 16 coordinates drawn in lock-step by the quantizer and the
+// encoder (two groups of 64 codes).
+constexpr int lockstep_vectors = 8;
+
 template <int nv>
 QSGD_AVX512 inline void draw_levels(const float* v, std::uint64_t i, std::uint64_t draw, __m512 f, __m512 s_f,
                                     std::uint32_t k0, std::uint32_t hi_key, const EncodeConsts& c, __m512i* l) {
@@ -261,7 +273,7 @@ QSGD_AVX512 inline EncodeConsts encode_consts() {
 QSGD_AVX512 bool quantize_avx512(const float* v, float* scales, std::int32_t* levels, std::uint64_t n,
                                  std::uint32_t d, std::uint32_t s, Norm norm, const StreamKey& key,
                                  std::uint64_t offset) {
-  constexpr int nv = 8;  // vectors of 16 in lock-step (draw_levels)
+  constexpr int nv = lockstep_vectors;
   constexpr std::uint64_t step = 16 * nv;
   const EncodeConsts c = encode_consts();
   const std::uint64_t nb = ceil_div(n, d);
@@ -354,7 +366,7 @@ struct GroupBuckets {
 };
 
 // Groups of 64 coordinates the encoder codes in lock-step (codes above).
-constexpr int encode_groups = 2;
+constexpr int encode_groups = lockstep_vectors / 4;
 
 // Fused encoder: each bucket's scale (host_bucket_scale, as bucket_scales
 // computes it) just before its first group, so the bucket is read from DRAM

@@ -8,10 +8,7 @@
 #define QSGD_HAVE_AVX512_PATH 1
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 headers start masked operations from _mm512_undefined_*(),
-// which -Wmaybe-uninitialized reports at every inlined use (a false positive),
-// and -Wuninitialized where the uses sit in fully unrolled loops over arrays
-// of vectors (the lock-step draws of fixed_simd.cpp; the same false positive).
+// which -Wmaybe-uninitialized reports at every inlined use (a false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
