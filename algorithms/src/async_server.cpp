@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "qsgd/algorithms/data_parallel.hpp"
 
@@ -138,8 +139,21 @@ void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int wo
     world.abort(qsgd::comm::exit_corrupt_message, "corrupt push from rank " + std::to_string(src) + ": " + what);
   };
 
-  // No push for the peer timeout: every worker is dead or hangs.
+  // No push for the peer timeout: every worker is dead or hangs. A live
+  // worker pushes without pause (the server answers every push at once, so
+  // its window never stays full), so one worker's silence for the peer
+  // timeout means that worker is dead or hangs, even while the others keep
+  // the server busy: without a watch per worker, a dead worker would be
+  // noticed only at the shutdown drain, after the whole run.
   qsgd::comm::PeerWatch pushes(mpi.timeout_s, comm, Mpi::site("receive of pushes"), "MPI_Iprobe");
+  std::vector<std::string> worker_sites;
+  for (int w = 1; w <= workers; ++w) worker_sites.push_back("receive of pushes from rank " + std::to_string(w));
+  std::vector<qsgd::comm::PeerWatch> from_worker;
+  for (const std::string& s : worker_sites)
+    from_worker.emplace_back(mpi.timeout_s, comm, Mpi::site(s.c_str()), "MPI_Iprobe");
+  auto check_workers = [&] {
+    for (const auto& wch : from_worker) wch.check();
+  };
   while (v < cfg.updates) {
     int flag = 0;
     MPI_Status st;
@@ -147,11 +161,14 @@ void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int wo
     if (!flag) {
       for (auto& q : replies) q.progress();
       pushes.check();
+      check_workers();
       std::this_thread::yield();  // ranks may outnumber cores: let the workers run
       continue;
     }
     pushes.progress();
     const int src = st.MPI_SOURCE;
+    if (src >= 1 && src <= workers) from_worker[static_cast<std::size_t>(src - 1)].progress();
+    check_workers();
     const int count = mpi.count(st, "receive of pushes");
     if (st.MPI_TAG != tag_grad) fail(src, "unexpected tag " + std::to_string(st.MPI_TAG));
     if (count < header_words || static_cast<std::size_t>(count) > max_words)
