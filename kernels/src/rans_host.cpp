@@ -16,7 +16,7 @@
 // which -Wmaybe-uninitialized reports at every inlined use (a false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#define QSGD_RANS_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt,bmi2")))
+#define QSGD_RANS_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,popcnt,bmi2")))
 #endif
 
 namespace qsgd::detail::rans_host {
@@ -149,19 +149,20 @@ bool decode_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pen
 
 #ifdef QSGD_RANS_SIMD
 
-// The SIMD decoder (AVX-512 with VBMI2): whole chunks in lockstep, one
+// The SIMD decoder (AVX-512 F, BW, VL): whole chunks in lockstep, one
 // chunk's four lanes per 128-bit lane of a vector. Per round of four
 // coordinates of a chunk: the four table look-ups (a gather from a packed
 // table), the four state updates, the renormalization mask; the units the
 // renormalizing lanes take, in lane order, are the next popcount units of
-// the chunk's stream: an in-order shuffle of the two stream words at the
-// position, a compress that keeps the first popcount units of each chunk,
-// and an expand (vpexpandw) that hands them to those lanes. The stream
-// position then advances once per round, not once per lane: the serial
-// dependency that bounds the scalar decoder. Same arithmetic, reads and
-// order as decode_chunk for every chunk; rounds run while each chunk has at
-// least 8 units left (so the 16-byte load stays inside its stream) and its
-// bucket is not a double-path one; the scalar code finishes each chunk.
+// the chunk's stream: the 16 bytes at the chunk's position go to its
+// 128-bit lane, each lane's rank among the renormalizing lanes of its chunk
+// comes from two in-lane prefix sums of the mask, and one word permute
+// (vpermw) hands every renormalizing lane its unit. The stream position
+// then advances once per round, not once per lane: the serial dependency
+// that bounds the scalar decoder. Same arithmetic, reads and order as
+// decode_chunk for every chunk; rounds run while each chunk has at least 8
+// units left (so the 16-byte load stays inside its stream) and its bucket
+// is not a double-path one; the scalar code finishes each chunk.
 
 // Packed table: frequency (13 bits), slot - start (12), symbol (7), for
 // precision <= 12 and alphabets of at most 128 symbols (s <= 63).
@@ -173,39 +174,11 @@ inline std::uint32_t pack_entry(std::uint64_t e) {
 
 constexpr int simd_chunks = 8;
 
-struct SimdTables {
-  // order[q]: bytes of the 16 loaded at word p / 4 -> units p .. p + 3 in
-  // 16-bit slots 0..3 (q = p % 4; unit 4w + i sits at byte 2 (3 - i) of word w).
-  alignas(16) std::uint8_t order[4][16];
-  std::uint8_t words[16];  // lane mask (4 bits) -> the mask of those lanes' low 16-bit slots
-  SimdTables() {
-    for (int q = 0; q < 4; ++q)
-      for (int m = 0; m < 8; ++m) {
-        const int t = q + m;
-        const int src = t < 4 ? 2 * (3 - t) : 8 + 2 * (3 - (t - 4));
-        order[q][2 * m] = m < 4 ? static_cast<std::uint8_t>(src) : 0x80;
-        order[q][2 * m + 1] = m < 4 ? static_cast<std::uint8_t>(src + 1) : 0x80;
-      }
-    for (int l = 0; l < 16; ++l) {
-      int w = 0;
-      for (int k = 0; k < 4; ++k)
-        if (l & (1 << k)) w |= 1 << (2 * k);
-      words[l] = static_cast<std::uint8_t>(w);
-    }
-  }
-};
-
-const SimdTables& simd_tables() {
-  static const SimdTables t;
-  return t;
-}
-
 bool simd_supported() {
   static const bool ok = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("popcnt") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("popcnt") &&
            __builtin_cpu_supports("bmi2");
   }();
   return ok;
@@ -214,10 +187,11 @@ bool simd_supported() {
 // Decodes whole chunks c0 .. c0 + simd_chunks - 1 (framed; streams
 // [p_in[k], pend[k])): bad[k] says whether chunk k failed. Four chunks per
 // 512-bit vector (chunk c's lanes in 128-bit lane c), two vectors: each
-// round is a long dependent chain (gather, multiply, compare, the units'
-// load, compress and expand), and two independent ones hide each other's
-// latency (one vector decoded at 1.8 ns per coordinate, two at 1.0-1.1,
-// four spill registers). Rounds run in stretches with no per-round test: as
+// round is a long dependent chain (gather, multiply, compare, the prefix
+// sums and the permute), and two independent ones hide each other's latency
+// (one vector decoded at 1.8 ns per coordinate, two at 1.0-1.1, four spill
+// registers; on an AMD Zen 5 machine the gather's throughput, about 5 ns
+// per 16 look-ups, bounds the round as much as the chain). Rounds run in stretches with no per-round test: as
 // many as every chunk's bucket segment holds and its stream has room for (a
 // round takes at most four units, and starts with at least eight left).
 constexpr std::uint64_t accumulate_prefetch = 2048;  // floats ahead in each chunk's output stream
@@ -245,7 +219,6 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
                                      float weight, float* out, std::int32_t* levels_out, bool (&bad)[simd_chunks]) {
   constexpr int G = simd_chunks, V = G / 4;
   static_assert(G % 4 == 0, "four chunks per vector");
-  const SimdTables& tab = simd_tables();
   std::uint64_t p[G];
   alignas(64) std::uint32_t xs[G][rans_lanes];
   bool alive = true;
@@ -266,6 +239,8 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
     const __m512i f_mask = _mm512_set1_epi32(0x1FFF), bias_mask = _mm512_set1_epi32(0xFFF);
     const __m512i sv = _mm512_set1_epi32(static_cast<int>(s));
     const __m512 wv512 = _mm512_set1_ps(weight);
+    const __m512i three = _mm512_set1_epi32(3);
+    const __m512i chunk_slot = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
     while (j < chunk) {
       std::uint64_t je = chunk, rounds = ~std::uint64_t(0);
       alignas(64) float ub[G][rans_lanes];
@@ -282,7 +257,13 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
       rounds = std::min<std::uint64_t>(rounds, (je - j) / rans_lanes);
       if (!narrow || rounds == 0) break;
       __m512 unitv[V];
-      for (int v = 0; v < V; ++v) unitv[v] = _mm512_load_ps(ub[4 * v]);
+      __m512i qlow[V];  // q & 3 of each lane's chunk
+      for (int v = 0; v < V; ++v) {
+        unitv[v] = _mm512_load_ps(ub[4 * v]);
+        const auto lo = [&](int c) { return static_cast<int>(q[4 * v + c] & 3); };
+        qlow[v] = _mm512_set_epi32(lo(3), lo(3), lo(3), lo(3), lo(2), lo(2), lo(2), lo(2), lo(1), lo(1), lo(1), lo(1),
+                                   lo(0), lo(0), lo(0), lo(0));
+      }
       for (std::uint64_t r = 0; r < rounds; ++r, j += rans_lanes) {
         for (int v = 0; v < V; ++v) {
           const __m512i e = _mm512_i32gather_epi32(_mm512_and_si512(x[v], slot_mask), table, 4);
@@ -290,25 +271,31 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
           const __m512i bias = _mm512_and_si512(_mm512_srli_epi32(e, 13), bias_mask);
           const __m512i st = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x[v], shift)), bias);
           const __mmask16 low = _mm512_cmplt_epu32_mask(st, low_bound);
-          __m128i chunk_units[4];
-          unsigned cnt[4];
-          for (int c = 0; c < 4; ++c) {
-            const int k = 4 * v + c;
-            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(units + 8 * (q[k] >> 2)));
-            chunk_units[c] =
-                _mm_shuffle_epi8(raw, _mm_load_si128(reinterpret_cast<const __m128i*>(tab.order[q[k] & 3])));
-            cnt[c] = static_cast<unsigned>(__builtin_popcount((static_cast<unsigned>(low) >> (4 * c)) & 15u));
-          }
-          const __m512i ordered = _mm512_inserti32x4(
-              _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(chunk_units[0]), chunk_units[1], 1),
-                                 chunk_units[2], 2),
-              chunk_units[3], 3);
-          const __mmask32 keep = ((1u << cnt[0]) - 1) | (((1u << cnt[1]) - 1) << 8) | (((1u << cnt[2]) - 1) << 16) |
-                                 (((1u << cnt[3]) - 1) << 24);
-          const __m512i packed = _mm512_maskz_compress_epi16(keep, ordered);
-          const __m512i taken = _mm512_maskz_expand_epi16(_pdep_u32(low, 0x55555555u), packed);
+          // The units: the 16 bytes at each chunk's word q / 4 (units q & ~3 ..
+          // (q & ~3) + 7, unit 4w + i at 16-bit slot 4w + (3 - i)), the four
+          // chunks' in one vector, 8 slots each. Lane l of chunk c takes unit
+          // q + rank (rank: the renormalizing lanes below l), at slot
+          // 8c + ((q & 3) + rank) ^ 3: ranks by two in-lane prefix sums of
+          // the mask, the units moved by one word permute. No table, no
+          // mask in a general-purpose register on the state's chain.
+          const __m512i raw = _mm512_inserti32x4(
+              _mm512_inserti32x4(
+                  _mm512_inserti32x4(_mm512_castsi128_si512(_mm_loadu_si128(
+                                         reinterpret_cast<const __m128i*>(units + 8 * (q[4 * v] >> 2)))),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(units + 8 * (q[4 * v + 1] >> 2))),
+                                     1),
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(units + 8 * (q[4 * v + 2] >> 2))), 2),
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(units + 8 * (q[4 * v + 3] >> 2))), 3);
+          const __m512i ones = _mm512_maskz_set1_epi32(low, 1);
+          const __m512i pairs = _mm512_add_epi32(ones, _mm512_bslli_epi128(ones, 4));
+          const __m512i upto = _mm512_add_epi32(pairs, _mm512_bslli_epi128(pairs, 8));  // inclusive counts
+          const __m512i slot = _mm512_add_epi32(
+              _mm512_xor_si512(_mm512_add_epi32(qlow[v], _mm512_sub_epi32(upto, ones)), three), chunk_slot);
+          const __m512i taken = _mm512_maskz_permutexvar_epi16(0x55555555u, slot, raw);
           x[v] = _mm512_mask_mov_epi32(st, low, _mm512_or_si512(_mm512_slli_epi32(st, 16), taken));
-          for (int c = 0; c < 4; ++c) q[4 * v + c] += cnt[c];
+          qlow[v] = _mm512_and_si512(_mm512_add_epi32(qlow[v], _mm512_shuffle_epi32(upto, _MM_PERM_DDDD)), three);
+          for (int c = 0; c < 4; ++c)
+            q[4 * v + c] += static_cast<unsigned>(__builtin_popcount((static_cast<unsigned>(low) >> (4 * c)) & 15u));
           if constexpr (M != Sink::validate) {
             const __m512i level = _mm512_sub_epi32(_mm512_srli_epi32(e, 25), sv);
             __m512 value = _mm512_mul_ps(_mm512_cvtepi32_ps(level), unitv[v]);
@@ -544,7 +531,7 @@ bool enabled() { return little_endian && simd::host_paths_enabled(); }
 const char* decoder_isa() {
   if (!enabled()) return "off";
 #ifdef QSGD_RANS_SIMD
-  if (simd_supported()) return "avx512-vbmi2";
+  if (simd_supported()) return "avx512bw";
 #endif
   return "scalar";
 }

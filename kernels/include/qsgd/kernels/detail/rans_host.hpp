@@ -21,9 +21,9 @@ namespace qsgd::detail::rans_host {
 bool enabled();
 
 // Names the path the host rANS decoder (and encoder: the same choice) uses
-// for whole chunks on this CPU: "avx512-vbmi2" (the SIMD coders, for
-// messages of at least eight whole chunks with chunk a multiple of four;
-// the decoder also needs d a multiple of four, s <= 63 and precision <= 12),
+// for whole chunks on this CPU: "avx512bw" (the SIMD coders, AVX-512 F, BW
+// and VL, for messages of at least eight whole chunks with chunk a multiple
+// of four; the decoder also needs d a multiple of four, s <= 63 and precision <= 12),
 // "scalar", or "off" (host paths disabled).
 const char* decoder_isa();
 
