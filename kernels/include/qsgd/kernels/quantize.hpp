@@ -5,6 +5,7 @@
 // signed integer level per coordinate (level 0 is never negative).
 
 #include <Kokkos_Core.hpp>
+#include <climits>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -190,7 +191,62 @@ std::uint64_t bucket_scales_host(const ExecSpace& exec, const VView& v, std::uin
   return bad_bucket;
 }
 
-// bucket_scales, portable path (one team per bucket). Returns the first bad bucket.
+// The portable (team) paths' element-wise passes give a team at most
+// team_tile coordinates: a longer bucket (d = 0 puts the whole vector in
+// one) is split over ceil(d / team_tile) teams, so that no team walks
+// millions of coordinates while the rest of a GPU idles. Levels and values
+// depend on (v_i, scale, key, i) alone and the max is an exact integer max,
+// so the split leaves every bit as it was.
+constexpr std::uint64_t team_tile = 4096;
+struct TeamTiles {
+  std::uint64_t n, d, per_bucket;
+  KOKKOS_INLINE_FUNCTION TeamTiles(std::uint64_t n_, std::uint64_t d_)
+      : n(n_), d(d_), per_bucket(d_ == 0 ? 1 : (d_ + team_tile - 1) / team_tile) {}
+  int league(std::uint64_t nb) const {
+    const std::uint64_t teams = nb * per_bucket;
+    if (teams > static_cast<std::uint64_t>(INT_MAX)) throw Error(Errc::invalid_argument, "quantize: too many teams");
+    return static_cast<int>(teams);
+  }
+  // Team t's bucket and its coordinates [begin, end).
+  KOKKOS_INLINE_FUNCTION void range(int t, std::uint64_t& b, std::uint64_t& begin, std::uint64_t& end) const {
+    b = static_cast<std::uint64_t>(t) / per_bucket;
+    const std::uint64_t k = static_cast<std::uint64_t>(t) % per_bucket;
+    const std::uint64_t bucket_end = b * d + d < n ? b * d + d : n;
+    begin = b * d + k * team_tile;
+    end = begin + team_tile < bucket_end ? begin + team_tile : bucket_end;
+    if (begin > end) begin = end;
+  }
+};
+
+// The magnitude bit-pattern maximum of every bucket into mx[0, nb), a team
+// per tile (TeamTiles) and an atomic max per tile: for buckets longer than a
+// tile.
+template <class ExecSpace, class VView, class MView>
+void bucket_max_tiled(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d, const MView& mx,
+                      std::uint64_t nb) {
+  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+  using member_t = typename policy_t::member_type;
+  Kokkos::parallel_for("qsgd::bucket_scales::zero", Kokkos::RangePolicy<ExecSpace>(exec, 0, nb),
+                       KOKKOS_LAMBDA(std::uint64_t b) { mx(b) = 0; });
+  const TeamTiles tiles(n, d);
+  Kokkos::parallel_for(
+      "qsgd::bucket_scales::max", policy_t(exec, tiles.league(nb), Kokkos::AUTO), KOKKOS_LAMBDA(const member_t& m) {
+        std::uint64_t b, begin, end;
+        tiles.range(m.league_rank(), b, begin, end);
+        std::uint32_t tile_max = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, begin, end),
+            [&](std::uint64_t i, std::uint32_t& acc) {
+              const std::uint32_t a = float_bits(v(i)) & 0x7fffffffu;
+              acc = a > acc ? a : acc;
+            },
+            Kokkos::Max<std::uint32_t>(tile_max));
+        Kokkos::single(Kokkos::PerTeam(m), [&]() { (void)Kokkos::atomic_fetch_max(&mx(b), tile_max); });
+      });
+}
+
+// bucket_scales, portable path (one team per bucket; the max of a bucket
+// longer than a tile from bucket_max_tiled first). Returns the first bad bucket.
 template <class ExecSpace, class VView, class SView>
 std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
                                  Norm norm, const SView& scales, std::uint64_t nb) {
@@ -198,6 +254,10 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
   std::uint64_t bad_bucket = no_index;
     using policy_t = Kokkos::TeamPolicy<ExecSpace>;
     using member_t = typename policy_t::member_type;
+    const bool tiled = d > team_tile;
+    Kokkos::View<std::uint32_t*, typename SView::memory_space> tiled_max(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::bucket_scales::max"), tiled ? nb : 0);
+    if (tiled) bucket_max_tiled(exec, v, n, d, tiled_max, nb);
     policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
     policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
     Kokkos::parallel_reduce(
@@ -207,13 +267,17 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
           const std::uint64_t begin = b * d;
           const std::uint64_t len = (begin + d < n ? begin + d : n) - begin;
           std::uint32_t mx = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(m, len),
-              [&](std::uint64_t j, std::uint32_t& acc) {
-                const std::uint32_t a = float_bits(v(begin + j)) & 0x7fffffffu;
-                acc = a > acc ? a : acc;
-              },
-              Kokkos::Max<std::uint32_t>(mx));
+          if (tiled) {
+            mx = tiled_max(b);
+          } else {
+            Kokkos::parallel_reduce(
+                Kokkos::TeamThreadRange(m, len),
+                [&](std::uint64_t j, std::uint32_t& acc) {
+                  const std::uint32_t a = float_bits(v(begin + j)) & 0x7fffffffu;
+                  acc = a > acc ? a : acc;
+                },
+                Kokkos::Max<std::uint32_t>(mx));
+          }
           float scale = bits_float(mx);
           const bool finite = mx < inf_bits;
           if (finite && norm == Norm::l2) {
@@ -337,12 +401,13 @@ void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n
                           std::uint64_t offset = 0) {
     using policy_t = Kokkos::TeamPolicy<ExecSpace>;
     using member_t = typename policy_t::member_type;
+    const TeamTiles tiles(n, d);
     Kokkos::parallel_for(
-        "qsgd::quantize[stochastic]", policy_t(exec, static_cast<int>(nb), Kokkos::AUTO),
+        "qsgd::quantize[stochastic]", policy_t(exec, tiles.league(nb), Kokkos::AUTO),
         KOKKOS_LAMBDA(const member_t& m) {
-          const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
-          const std::uint64_t end = begin + d < n ? begin + d : n;
-          const BucketFactor bf(scales(m.league_rank()), s);
+          std::uint64_t b, begin, end;
+          tiles.range(m.league_rank(), b, begin, end);
+          const BucketFactor bf(scales(b), s);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) {
             levels(i) = stochastic_level(v(i), bf, s, sk, i + offset);
           });
@@ -506,11 +571,12 @@ void for_each_level(const ExecSpace& exec, const Quantized<MemSpace>& q, const c
   const std::uint32_t d = q.d, s = q.s;
   using policy_t = Kokkos::TeamPolicy<ExecSpace>;
   using member_t = typename policy_t::member_type;
+  const TeamTiles tiles(n, d);
   Kokkos::parallel_for(
-      label, policy_t(exec, static_cast<int>(q.buckets()), Kokkos::AUTO), KOKKOS_LAMBDA(const member_t& m) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * d;
-        const std::uint64_t end = begin + d < n ? begin + d : n;
-        const LevelUnit unit(scales(m.league_rank()), s);
+      label, policy_t(exec, tiles.league(q.buckets()), Kokkos::AUTO), KOKKOS_LAMBDA(const member_t& m) {
+        std::uint64_t b, begin, end;
+        tiles.range(m.league_rank(), b, begin, end);
+        const LevelUnit unit(scales(b), s);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, begin, end), [&](std::uint64_t i) { f(i, levels(i), unit); });
       });
 }
