@@ -699,6 +699,41 @@ TEST(FixedSimd, IndexOffsetsAcrossA2To32BlockMatchThePortableKernels) {
     }
 }
 
+// The portable rANS histogram (a team per 16384 coordinates counting in
+// team scratch, one atomic per bin per team; global atomics for alphabets
+// over 4096 bins) gives the counts and the out-of-range number of a plain
+// loop: n around the team tile, levels up to 3 past [-s, s], s on both sides
+// of the scratch limit.
+TEST(RansHistogram, TeamCountsEqualAPlainCount) {
+  for (std::uint32_t s : {1u, 16u, 255u, 2047u, 2048u})
+    for (std::uint64_t n : {0ull, 1ull, 16383ull, 16384ull, 16385ull, 70001ull}) {
+      SCOPED_TRACE("s=" + std::to_string(s) + " n=" + std::to_string(n));
+      const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
+      Kokkos::View<std::int32_t*, Kokkos::HostSpace> lh("lh", n);
+      std::vector<std::uint64_t> want(alphabet, 0);
+      std::uint64_t want_bad = 0;
+      std::uint64_t x = 88172645463325252ull ^ (n * 31 + s);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const std::int64_t span = 2 * static_cast<std::int64_t>(s) + 7;
+        const auto l = static_cast<std::int32_t>(static_cast<std::int64_t>(x % static_cast<std::uint64_t>(span)) -
+                                                 static_cast<std::int64_t>(s) - 3);
+        lh(i) = l;
+        if (l < -static_cast<std::int32_t>(s) || l > static_cast<std::int32_t>(s))
+          ++want_bad;
+        else
+          ++want[static_cast<std::uint64_t>(l + static_cast<std::int32_t>(s))];
+      }
+      Kokkos::View<std::int32_t*, Mem> lv("lv", n);
+      Kokkos::deep_copy(lv, lh);
+      Kokkos::View<std::uint64_t*, Mem> counts("counts", alphabet);
+      const std::uint64_t bad = qsgd::detail::rans_histogram(Exec(), lv, n, s, counts);
+      auto ch = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
+      EXPECT_EQ(bad, want_bad);
+      for (std::uint64_t k = 0; k < alphabet; ++k) ASSERT_EQ(ch(k), want[k]) << "bin " << k;
+    }
+}
+
 // The host paths of the rans codec (histogram, chunk encoder and writer,
 // decoder; detail/rans_host.hpp) give the same message words and the same
 // decoded, accumulated and level bits as the portable kernels, on shapes with

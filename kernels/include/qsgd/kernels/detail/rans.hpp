@@ -130,20 +130,66 @@ void encode_rans_chunks(const ExecSpace& exec, const LView& levels, std::uint64_
 
 // Histogram of the symbols l + s of levels[0, n) into counts (zeroed by the
 // caller); returns the number of levels outside [-s, s] (not counted).
+// Portable path: a team per rans_hist_tile coordinates counts in
+// team scratch and adds each nonzero bin to the global counts once (one
+// atomic per bin per team, not one per coordinate on 2s + 1 counters);
+// alphabets over rans_hist_scratch_bins bins count with global atomics.
+// Counts are integers, so the result does not depend on the split.
+constexpr std::uint64_t rans_hist_tile = 16384;
+constexpr std::uint64_t rans_hist_scratch_bins = 4096;
+
 template <class ExecSpace, class LView, class CountView>
 std::uint64_t rans_histogram(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t s,
                              const CountView& counts) {
   std::uint64_t out_of_range = 0;
+  const std::uint64_t alphabet = 2 * std::uint64_t(s) + 1;
+  const std::int32_t si = static_cast<std::int32_t>(s);
+  if (alphabet > rans_hist_scratch_bins) {
+    Kokkos::parallel_reduce(
+        "qsgd::encode[rans]::histogram", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+        KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& bad) {
+          const std::int32_t l = levels(i);
+          if (l < -si || l > si) {
+            ++bad;
+            return;
+          }
+          Kokkos::atomic_increment(&counts(static_cast<std::uint64_t>(l + si)));
+        },
+        out_of_range);
+    return out_of_range;
+  }
+  if (n == 0) return 0;
+  using policy_t = Kokkos::TeamPolicy<ExecSpace>;
+  using member_t = typename policy_t::member_type;
+  const std::uint64_t teams = (n + rans_hist_tile - 1) / rans_hist_tile;
+  policy_t policy(exec, static_cast<int>(teams), Kokkos::AUTO);
+  const std::size_t bytes = static_cast<std::size_t>(alphabet) * sizeof(std::uint32_t);
+  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_reduce(
-      "qsgd::encode[rans]::histogram", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
-      KOKKOS_LAMBDA(std::uint64_t i, std::uint64_t& bad) {
-        const std::int32_t l = levels(i);
-        const std::int32_t si = static_cast<std::int32_t>(s);
-        if (l < -si || l > si) {
-          ++bad;
-          return;
-        }
-        Kokkos::atomic_increment(&counts(static_cast<std::uint64_t>(l + si)));
+      "qsgd::encode[rans]::histogram", policy,
+      KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
+        auto* h = static_cast<std::uint32_t*>(m.team_scratch(0).get_shmem(bytes));
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, alphabet), [&](std::uint64_t k) { h[k] = 0; });
+        m.team_barrier();
+        const std::uint64_t begin = static_cast<std::uint64_t>(m.league_rank()) * rans_hist_tile;
+        const std::uint64_t end = begin + rans_hist_tile < n ? begin + rans_hist_tile : n;
+        std::uint64_t team_bad = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, begin, end),
+            [&](std::uint64_t i, std::uint64_t& b) {
+              const std::int32_t l = levels(i);
+              if (l < -si || l > si) {
+                ++b;
+                return;
+              }
+              Kokkos::atomic_increment(&h[l + si]);
+            },
+            team_bad);
+        m.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, alphabet), [&](std::uint64_t k) {
+          if (h[k] != 0) Kokkos::atomic_add(&counts(k), static_cast<std::uint64_t>(h[k]));
+        });
+        Kokkos::single(Kokkos::PerTeam(m), [&]() { bad += team_bad; });
       },
       out_of_range);
   return out_of_range;
