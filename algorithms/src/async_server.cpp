@@ -139,13 +139,12 @@ void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int wo
     world.abort(qsgd::comm::exit_corrupt_message, "corrupt push from rank " + std::to_string(src) + ": " + what);
   };
 
-  // No push for the peer timeout: every worker is dead or hangs. A live
-  // worker pushes without pause (the server answers every push at once, so
-  // its window never stays full), so one worker's silence for the peer
-  // timeout means that worker is dead or hangs, even while the others keep
-  // the server busy: without a watch per worker, a dead worker would be
-  // noticed only at the shutdown drain, after the whole run.
-  qsgd::comm::PeerWatch pushes(mpi.timeout_s, comm, Mpi::site("receive of pushes"), "MPI_Iprobe");
+  // A watch per worker on its pushes: a live worker pushes without pause
+  // (the server answers every push at once, so its window never stays full),
+  // so one worker's silence for the peer timeout means that worker is dead
+  // or hangs, even while the others keep the server busy (a single watch on
+  // all pushes would notice a dead worker only at the shutdown drain, after
+  // the whole run). When every worker is silent, each watch fires.
   std::vector<std::string> worker_sites;
   for (int w = 1; w <= workers; ++w) worker_sites.push_back("receive of pushes from rank " + std::to_string(w));
   std::vector<qsgd::comm::PeerWatch> from_worker;
@@ -160,12 +159,10 @@ void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int wo
     mpi.ok(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe", "receive of pushes");
     if (!flag) {
       for (auto& q : replies) q.progress();
-      pushes.check();
       check_workers();
       std::this_thread::yield();  // ranks may outnumber cores: let the workers run
       continue;
     }
-    pushes.progress();
     const int src = st.MPI_SOURCE;
     if (src >= 1 && src <= workers) from_worker[static_cast<std::size_t>(src - 1)].progress();
     check_workers();

@@ -255,9 +255,11 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
     using policy_t = Kokkos::TeamPolicy<ExecSpace>;
     using member_t = typename policy_t::member_type;
     const bool tiled = d > team_tile;
-    Kokkos::View<std::uint32_t*, typename SView::memory_space> tiled_max(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::bucket_scales::max"), tiled ? nb : 0);
-    if (tiled) bucket_max_tiled(exec, v, n, d, tiled_max, nb);
+    Kokkos::View<std::uint32_t*, typename SView::memory_space> tiled_max;  // allocated only when tiled
+    if (tiled) {
+      tiled_max = decltype(tiled_max)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::bucket_scales::max"), nb);
+      bucket_max_tiled(exec, v, n, d, tiled_max, nb);
+    }
     policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
     policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
     Kokkos::parallel_reduce(
