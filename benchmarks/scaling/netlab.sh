@@ -99,7 +99,7 @@ ip link set "$bridge" up
 
 hostfile="$workdir/hosts"
 : > "$hostfile"
-declare -A ns_of
+declare -A ns_of tmp_of
 for i in $(seq 0 $((nodes - 1))); do
   ns="${tag}n$i"
   host="${tag}h$i"
@@ -120,6 +120,8 @@ for i in $(seq 0 $((nodes - 1))); do
   shape qsgd0 "$ns"
   echo "$addr slots=$rpn" >> "$hostfile"
   ns_of[$addr]="$ns"
+  mkdir -p "$workdir/tmp-n$i"
+  tmp_of[$addr]="$workdir/tmp-n$i"
 done
 
 # rsh agent: "agent [options] HOST COMMAND..." -> run COMMAND inside HOST's namespace.
@@ -129,14 +131,25 @@ agent="$workdir/rsh-agent"
   echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done'
   echo 'host="$1"; shift'
   echo 'case "$host" in'
-  for a in "${!ns_of[@]}"; do echo "  $a) ns=${ns_of[$a]} ;;"; done
+  for a in "${!ns_of[@]}"; do echo "  $a) ns=${ns_of[$a]} tmp=${tmp_of[$a]} ;;"; done
   echo '  *) echo "netlab rsh-agent: unknown host $host" >&2; exit 1 ;;'
   echo 'esac'
-  echo 'export PMIX_MCA_ptl_tcp_if_include=qsgd0'
-  echo 'exec ip netns exec "$ns" /bin/sh -c "$*"'
+  echo 'export PMIX_MCA_ptl_tcp_if_include=qsgd0 OMPI_MCA_orte_tmpdir_base="$tmp"'
+  # mpirun passes its own orte_tmpdir_base on the daemon's command line
+  # (overriding the environment); swap in this node's.
+  echo "hnp_tmp=$workdir/tmp-hnp"
+  echo 'cmd="$*"; cmd="${cmd//"$hnp_tmp"/"$tmp"}"'
+  echo 'exec ip netns exec "$ns" /bin/sh -c "$cmd"'
 } > "$agent"
 chmod +x "$agent"
 
+# Session directories: every namespace shares this machine's /tmp and host
+# name, so by default mpirun and all daemons create and remove the same
+# /tmp/ompi.HOST.UID/jf.N; a daemon once failed at start-up there ("mkdir
+# ... File exists", orte_session_dir failed, exit 213). Each daemon gets its
+# own base under the work directory (set by the rsh agent above), mpirun too.
+export OMPI_MCA_orte_tmpdir_base="$workdir/tmp-hnp"
+mkdir -p "$OMPI_MCA_orte_tmpdir_base"
 # rtc/hwloc shares the topology through shared memory between daemons on
 # one host; it crashed orted intermittently here (segfault in
 # hwloc_shmem_topology_write). No binding either: every namespace looks like
