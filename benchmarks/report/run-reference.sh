@@ -9,7 +9,8 @@
 #                     coding kernels at n = 2^16 (in cache) (~4 min)
 #     exchange-1gbit  qsgd-bench-exchange, 80 MiB, K = 2 and 4 on emulated 1 Gbit/s
 #                     links, both transports, PowerSGD r = 4 on matrices of 1024 columns,
-#                     and PyTorch's gloo allreduce (~6 min)
+#                     PyTorch's gloo allreduce, and the compressed ring allgather rows on
+#                     unshaped links (the CPU's bound) (~7 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4, with PowerSGD
 #                     r = 4 on matrices of 1024 columns (~4 min)
 #     shared-scale    shared-scale against allgather and scatter-reduce: bits and error at
@@ -98,6 +99,11 @@ for t in "${tables[@]}"; do
             --dtype "${dt%:*}" --warmup 1 --iters 10 --ceiling-gbps "$c" -o "$ref/$t/gloo-K$k-${dt%:*}.json" \
             | tee -a "$ref/$t/K$k.txt"
         done
+        # The compressed allgather rows again on unshaped links: the time the
+        # CPU alone needs (coding, copies, the TCP stack), the other bound.
+        "$net" --nodes "$k" --rate unshaped -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
+          --strategies allgather --codecs fixed,rans --transports ring -o "$ref/$t/unshaped-K$k.json" \
+          | tee "$ref/$t/unshaped-K$k.txt"
       done ;;
     exchange-shm)
       fresh "$t"
