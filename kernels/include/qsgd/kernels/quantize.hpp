@@ -247,19 +247,23 @@ void bucket_max_tiled(const ExecSpace& exec, const VView& v, std::uint64_t n, st
 
 // bucket_scales, portable path (one team per bucket; the max of a bucket
 // longer than a tile from bucket_max_tiled first). Returns the first bad bucket.
+// The tiled maxima are kept in the scales' own memory, as bit patterns (a
+// float and a uint32 have the same size): bucket b's team reads its maximum,
+// then writes its scale over it, so no call allocates (on a GPU an
+// allocation per call costs more than the kernel).
 template <class ExecSpace, class VView, class SView>
 std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uint64_t n, std::uint32_t d,
                                  Norm norm, const SView& scales, std::uint64_t nb) {
+  static_assert(sizeof(typename SView::value_type) == sizeof(std::uint32_t) && is_contiguous<SView>(),
+                "bucket_scales_team keeps a uint32 maximum in each scale's place");
   constexpr int lanes = l2_lanes;
   std::uint64_t bad_bucket = no_index;
     using policy_t = Kokkos::TeamPolicy<ExecSpace>;
     using member_t = typename policy_t::member_type;
     const bool tiled = d > team_tile;
-    Kokkos::View<std::uint32_t*, typename SView::memory_space> tiled_max;  // allocated only when tiled
-    if (tiled) {
-      tiled_max = decltype(tiled_max)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::bucket_scales::max"), nb);
-      bucket_max_tiled(exec, v, n, d, tiled_max, nb);
-    }
+    const Kokkos::View<std::uint32_t*, typename SView::memory_space, Kokkos::MemoryUnmanaged> tiled_max(
+        reinterpret_cast<std::uint32_t*>(scales.data()), nb);
+    if (tiled) bucket_max_tiled(exec, v, n, d, tiled_max, nb);
     policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
     policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
     Kokkos::parallel_reduce(
@@ -271,6 +275,7 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
           std::uint32_t mx = 0;
           if (tiled) {
             mx = tiled_max(b);
+            m.team_barrier();  // every thread has read it before the scale overwrites it
           } else {
             Kokkos::parallel_reduce(
                 Kokkos::TeamThreadRange(m, len),
