@@ -302,15 +302,15 @@ double sum_over_ranks(const qsgd::comm::Communicator& comm, double x) {
 
 // Per-rank receive bandwidth when every rank sends `bytes` to rank + 1 and
 // receives from rank - 1 at once (the pattern of a ring collective), GB/s.
-// The bytes go as segments of `segment` bytes, all posted at once, as the
-// ring transport sends them: one message of 64 MiB goes through Open MPI's
+// The bytes go as segments of `segment` bytes (ceiling_segment: the ring
+// transport's, 64 KiB at least), all posted at once (the transport keeps a
+// window of them in flight): one message of 64 MiB goes through Open MPI's
 // rendezvous, whose reply can queue behind the peer's own data on the same
 // TCP connection; on emulated 1 Gbit/s links that serialized the two
 // directions in about one run of five (K = 2: 0.061 GB/s against 0.119).
 double ring_ceiling(const qsgd::comm::Communicator& comm, std::uint64_t bytes, std::uint64_t segment) {
   const int K = comm.size(), r = comm.rank();
   if (K < 2) return 0;
-  segment = std::max<std::uint64_t>(1, std::min(segment, bytes));
   const std::uint64_t pieces = (bytes + segment - 1) / segment;
   std::vector<char> a(bytes, 1), b(bytes);
   std::vector<double> t;
@@ -335,6 +335,12 @@ double ring_ceiling(const qsgd::comm::Communicator& comm, std::uint64_t bytes, s
     if (i > 0) t.push_back(max_over_ranks(comm, dt));
   }
   return static_cast<double>(bytes) / median_of(t) / 1e9;
+}
+
+// The link ceiling's segment: the ring's, at least 64 KiB (a bounded number
+// of requests) and at most the whole message.
+std::uint64_t ceiling_segment(std::uint64_t segment, std::uint64_t bytes) {
+  return std::min(bytes, std::max<std::uint64_t>(segment, std::uint64_t(64) << 10));
 }
 
 using qsgd::bench::json_number;
@@ -508,7 +514,8 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
      << ", \"common_seed\": \"seed + K\"},\n";
   os << "  \"ceiling\": {\"kind\": \"ring MPI_Isend/MPI_Irecv in segments posted at once, received bytes per rank "
         "per second\", \"bytes\": "
-     << ceiling_bytes << ", \"segment_bytes\": " << o.segment << ", \"GBps\": " << json_number(ranks > 1 ? ceiling : NAN) << "},\n";
+     << ceiling_bytes << ", \"segment_bytes\": " << ceiling_segment(o.segment, ceiling_bytes)
+     << ", \"GBps\": " << json_number(ranks > 1 ? ceiling : NAN) << "},\n";
   os << "  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -557,7 +564,7 @@ int run(const Options& o) {
   // wait the same way.
   const int K = comm.size(), me = comm.rank();
   const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
-  const double ceiling = ring_ceiling(comm, ceiling_bytes, o.segment);
+  const double ceiling = ring_ceiling(comm, ceiling_bytes, ceiling_segment(o.segment, ceiling_bytes));
   if (me == 0) {
     std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank; common share %.2f), warmup %d, iters %d, %s\n",
                 K, qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.common,
@@ -565,7 +572,8 @@ int run(const Options& o) {
     if (K > 1)
       std::printf("# link ceiling: ring MPI_Isend/MPI_Irecv of %llu bytes in %llu-byte segments: %.3f GB/s "
                   "received per rank\n",
-                  static_cast<unsigned long long>(ceiling_bytes), static_cast<unsigned long long>(o.segment), ceiling);
+                  static_cast<unsigned long long>(ceiling_bytes),
+                  static_cast<unsigned long long>(ceiling_segment(o.segment, ceiling_bytes)), ceiling);
     print_header(K);
   }
   std::vector<Row> rows;
