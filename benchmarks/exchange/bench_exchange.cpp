@@ -496,7 +496,7 @@ void print_row(const Row& r, int ranks, double ceiling) {
 }
 
 void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const std::vector<std::string>& hosts,
-                double ceiling, std::uint64_t ceiling_bytes) {
+                double ceiling, std::uint64_t ceiling_bytes, std::uint64_t ceiling_seg) {
   std::ofstream os(o.json);
   os << "{\n  \"schema\": " << json_string(schema) << ",\n  \"context\": {\n";
   for (const auto& [k, v] : qsgd::bench::provenance())
@@ -514,7 +514,7 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
      << ", \"common_seed\": \"seed + K\"},\n";
   os << "  \"ceiling\": {\"kind\": \"ring MPI_Isend/MPI_Irecv in segments posted at once, received bytes per rank "
         "per second\", \"bytes\": "
-     << ceiling_bytes << ", \"segment_bytes\": " << ceiling_segment(o.segment, ceiling_bytes)
+     << ceiling_bytes << ", \"segment_bytes\": " << ceiling_seg
      << ", \"GBps\": " << json_number(ranks > 1 ? ceiling : NAN) << "},\n";
   os << "  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -564,7 +564,8 @@ int run(const Options& o) {
   // wait the same way.
   const int K = comm.size(), me = comm.rank();
   const std::uint64_t ceiling_bytes = std::min<std::uint64_t>(o.max_bytes, std::uint64_t(64) << 20);
-  const double ceiling = ring_ceiling(comm, ceiling_bytes, ceiling_segment(o.segment, ceiling_bytes));
+  const std::uint64_t ceiling_seg = ceiling_segment(o.segment, ceiling_bytes);
+  const double ceiling = ring_ceiling(comm, ceiling_bytes, ceiling_seg);
   if (me == 0) {
     std::printf("# qsgd-bench-exchange: %d ranks, input %s (seed %llu + rank; common share %.2f), warmup %d, iters %d, %s\n",
                 K, qsgd::bench::to_string(o.input).c_str(), static_cast<unsigned long long>(o.seed), o.common,
@@ -573,7 +574,7 @@ int run(const Options& o) {
       std::printf("# link ceiling: ring MPI_Isend/MPI_Irecv of %llu bytes in %llu-byte segments: %.3f GB/s "
                   "received per rank\n",
                   static_cast<unsigned long long>(ceiling_bytes),
-                  static_cast<unsigned long long>(ceiling_segment(o.segment, ceiling_bytes)), ceiling);
+                  static_cast<unsigned long long>(ceiling_seg), ceiling);
     print_header(K);
   }
   std::vector<Row> rows;
@@ -598,7 +599,7 @@ int run(const Options& o) {
     }
   }
   const auto hosts = distinct_hosts(comm);  // collective
-  if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes);
+  if (me == 0 && !o.json.empty()) write_json(o, rows, K, hosts, ceiling, ceiling_bytes, ceiling_seg);
   if (me == 0 && status) std::fprintf(stderr, "qsgd-bench-exchange: some rows differ across ranks\n");
   return status;
 }

@@ -88,8 +88,9 @@ for t in "${tables[@]}"; do
         --benchmark_out="$ref/$t/incache.json" --benchmark_out_format=json > "$ref/$t/incache.txt" 2>&1 ;;
     exchange-1gbit)
       fresh "$t"
+      sizes=(-b 80M -e 80M -w 1 -n 10)
       for k in 2 4; do
-        "$net" --nodes "$k" --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
+        "$net" --nodes "$k" --rate 1gbit -- "$bin/qsgd-bench-exchange" "${sizes[@]}" \
           --strategies allreduce,allreduce16,allgather,scatter-reduce,shared-scale,powersgd --codecs fixed,rans \
           --powersgd-ranks 4 -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
         c=$(ceiling_of "$ref/$t/K$k.json")
@@ -101,7 +102,7 @@ for t in "${tables[@]}"; do
         done
         # The compressed allgather rows again on unshaped links: the time the
         # CPU alone needs (coding, copies, the TCP stack), the other bound.
-        "$net" --nodes "$k" --rate unshaped -- "$bin/qsgd-bench-exchange" -b 80M -e 80M -w 1 -n 10 \
+        "$net" --nodes "$k" --rate unshaped -- "$bin/qsgd-bench-exchange" "${sizes[@]}" \
           --strategies allgather --codecs fixed,rans --transports ring -o "$ref/$t/unshaped-K$k.json" \
           | tee "$ref/$t/unshaped-K$k.txt"
       done ;;
