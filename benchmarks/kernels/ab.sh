@@ -5,13 +5,14 @@
 # Use it to measure a kernel change against the commit before it, where the
 # machine's memory rate drifts between runs (docs/kernels.md).
 #
-#   ab.sh A_BUILD_DIR B_BUILD_DIR OUT_DIR [--rounds R] [--n N] [--filter REGEX] [--min-time S]
+#   ab.sh A_BUILD_DIR B_BUILD_DIR OUT_DIR [--rounds R] [--n N] [--s S] [--filter REGEX] [--min-time S]
 #
 # Each build dir holds benchmarks/qsgd-bench-kernels (the release preset).
 # OUT_DIR gets a.<round>.json and b.<round>.json (Google Benchmark JSON, 3
 # repetitions each) and ab.txt (the printed table). Defaults: 3 rounds,
-# n = 2^24, the coding kernels and the memory copy, Google Benchmark's own
-# minimum time per repetition (--min-time S sets it).
+# n = 2^24, s = 16 (--s: the levels of every kernel), the coding kernels and
+# the memory copy, Google Benchmark's own minimum time per repetition
+# (--min-time S sets it).
 set -euo pipefail
 if [[ $# -lt 3 || "$1" == -h || "$1" == --help ]]; then
   sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
@@ -21,12 +22,14 @@ a_dir=$1 b_dir=$2 out=$3
 shift 3
 rounds=3
 n=16777216
+levels=16
 min_time=()
 filter='memcpy/kokkos|^quantize|^encode/(fixed|elias-dense|rans)|^encode_only/(fixed|elias-dense|rans)|^decode_accumulate/(fixed|elias-dense|rans)'
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --n) n=$2; shift 2 ;;
+    --s) levels=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --min-time) min_time=(--benchmark_min_time="$2"); shift 2 ;;
     *) echo "ab.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -43,7 +46,8 @@ for ((i = 1; i <= rounds; ++i)); do
   for v in a b; do
     d=$a_dir
     [ $v = b ] && d=$b_dir
-    "${pin[@]}" "$d/benchmarks/qsgd-bench-kernels" --qsgd_n_min="$n" --qsgd_n_max="$n" --benchmark_filter="$filter" \
+    "${pin[@]}" "$d/benchmarks/qsgd-bench-kernels" --qsgd_n_min="$n" --qsgd_n_max="$n" --qsgd_s="$levels" \
+      --benchmark_filter="$filter" \
       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true "${min_time[@]}" \
       --benchmark_out="$out/$v.$i.json" --benchmark_out_format=json > "$out/$v.$i.txt" 2>&1 ||
       { cat "$out/$v.$i.txt" >&2; echo "ab.sh: error: the run of $d failed" >&2; exit 1; }
@@ -51,9 +55,9 @@ for ((i = 1; i <= rounds; ++i)); do
 done
 python=/usr/bin/python3
 [[ -x $python ]] || python=$(command -v python3)
-"$python" - "$out" "$rounds" <<'EOF' | tee "$out/ab.txt"
+"$python" - "$out" "$rounds" "$n" "$levels" <<'EOF' | tee "$out/ab.txt"
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, n, levels = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 rates, ctx = {}, {}
 for v in "ab":
     for i in range(1, rounds + 1):
@@ -70,7 +74,7 @@ def rng(x):
 for v in "ab":
     c = ctx[v]
     print(f"{v.upper()}: git {c.get('qsgd_git_hash', '?')}, {c.get('cpu_model', '?')}, {c.get('compiler', '?')}")
-print(f"{rounds} rounds A, B alternating; each: the median of 3 repetitions; shown: median (min-max) over rounds, GB/s of fp32 input")
+print(f"n = {n}, s = {levels}; {rounds} rounds A, B alternating; each: the median of 3 repetitions; shown: median (min-max) over rounds, GB/s of fp32 input")
 print(f"{'kernel':32s} {'A GB/s':>20s} {'B GB/s':>20s}  B/A")
 for k, d in rates.items():
     if d["a"] and d["b"]:

@@ -147,12 +147,17 @@ bool decode_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pen
   return finish_chunk<M>(units, p, pend, dec, precision, scales, i0, i0, i1, d, s, weight, out, levels_out, x);
 }
 
+// Which table the SIMD decoder reads (none: the scalar decoder only), and
+// how many whole chunks it decodes at once.
+enum class SimdTable { none, packed, wide };
+constexpr int simd_chunks_per_group = 8;
+
 #ifdef QSGD_RANS_SIMD
 
 // The SIMD decoder (AVX-512 F, BW, VL): whole chunks in lockstep, one
 // chunk's four lanes per 128-bit lane of a vector. Per round of four
 // coordinates of a chunk: the four table look-ups (a gather from a packed
-// table), the four state updates, the renormalization mask; the units the
+// table, or two from the decoder's 64-bit one: simd_lookup), the four state updates, the renormalization mask; the units the
 // renormalizing lanes take, in lane order, are the next popcount units of
 // the chunk's stream: the 16 bytes at the chunk's position go to its
 // 128-bit lane, each lane's rank among the renormalizing lanes of its chunk
@@ -172,7 +177,7 @@ inline std::uint32_t pack_entry(std::uint64_t e) {
          static_cast<std::uint32_t>((e & 0x7Fu) << 25);
 }
 
-constexpr int simd_chunks = 8;
+constexpr int simd_chunks = simd_chunks_per_group;
 
 bool simd_supported() {
   static const bool ok = [] {
@@ -211,7 +216,33 @@ QSGD_RANS_TARGET inline void deliver_lane(__m512i level, __m512 value, std::uint
   }
 }
 
-template <Sink M>
+// The table look-up of one round for 16 lanes: the frequency, slot - start
+// and symbol of each lane's slot. From the packed table (Wide = false) with
+// one 32-bit gather; or, for tables that do not pack (precision above 12
+// or more than 128 symbols: 8-bit QSGD, shared-scale sums), from the
+// decoder's own 64-bit entries (f << 32 | bias << 16 | symbol) with two
+// 8-lane gathers, their halves put back in lane order by two permutes.
+struct SimdEntry {
+  __m512i f, bias, sym;
+};
+template <bool Wide>
+QSGD_RANS_TARGET inline SimdEntry simd_lookup(__m512i slot, const std::uint32_t* table, const std::uint64_t* dec) {
+  if constexpr (!Wide) {
+    const __m512i e = _mm512_i32gather_epi32(slot, table, 4);
+    return {_mm512_and_si512(e, _mm512_set1_epi32(0x1FFF)),
+            _mm512_and_si512(_mm512_srli_epi32(e, 13), _mm512_set1_epi32(0xFFF)), _mm512_srli_epi32(e, 25)};
+  } else {
+    (void)table;
+    const __m512i lo = _mm512_i32gather_epi64(_mm512_castsi512_si256(slot), dec, 8);
+    const __m512i hi = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(slot, 1), dec, 8);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i low32 = _mm512_permutex2var_epi32(lo, even, hi);
+    const __m512i high32 = _mm512_permutex2var_epi32(lo, _mm512_add_epi32(even, _mm512_set1_epi32(1)), hi);
+    return {high32, _mm512_srli_epi32(low32, 16), _mm512_and_si512(low32, _mm512_set1_epi32(0xFFFF))};
+  }
+}
+
+template <Sink M, bool Wide>
 QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint64_t (&p_in)[simd_chunks],
                                      const std::uint64_t (&pend)[simd_chunks], const std::uint32_t* table,
                                      const std::uint64_t* dec, std::uint32_t precision, const float* scales,
@@ -236,7 +267,6 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
     const __m512i slot_mask = _mm512_set1_epi32(static_cast<int>((1u << precision) - 1));
     const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(precision));
     const __m512i low_bound = _mm512_set1_epi32(static_cast<int>(rans_low));
-    const __m512i f_mask = _mm512_set1_epi32(0x1FFF), bias_mask = _mm512_set1_epi32(0xFFF);
     const __m512i sv = _mm512_set1_epi32(static_cast<int>(s));
     const __m512 wv512 = _mm512_set1_ps(weight);
     const __m512i three = _mm512_set1_epi32(3);
@@ -266,10 +296,8 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
       }
       for (std::uint64_t r = 0; r < rounds; ++r, j += rans_lanes) {
         for (int v = 0; v < V; ++v) {
-          const __m512i e = _mm512_i32gather_epi32(_mm512_and_si512(x[v], slot_mask), table, 4);
-          const __m512i f = _mm512_and_si512(e, f_mask);
-          const __m512i bias = _mm512_and_si512(_mm512_srli_epi32(e, 13), bias_mask);
-          const __m512i st = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x[v], shift)), bias);
+          const SimdEntry e = simd_lookup<Wide>(_mm512_and_si512(x[v], slot_mask), table, dec);
+          const __m512i st = _mm512_add_epi32(_mm512_mullo_epi32(e.f, _mm512_srl_epi32(x[v], shift)), e.bias);
           const __mmask16 low = _mm512_cmplt_epu32_mask(st, low_bound);
           // The units: the 16 bytes at each chunk's word q / 4 (units q & ~3 ..
           // (q & ~3) + 7, unit 4w + i at 16-bit slot 4w + (3 - i)), the four
@@ -297,7 +325,7 @@ QSGD_RANS_TARGET void simd_group_zmm(const unsigned char* units, const std::uint
           for (int c = 0; c < 4; ++c)
             q[4 * v + c] += static_cast<unsigned>(__builtin_popcount((static_cast<unsigned>(low) >> (4 * c)) & 15u));
           if constexpr (M != Sink::validate) {
-            const __m512i level = _mm512_sub_epi32(_mm512_srli_epi32(e, 25), sv);
+            const __m512i level = _mm512_sub_epi32(e.sym, sv);
             __m512 value = _mm512_mul_ps(_mm512_cvtepi32_ps(level), unitv[v]);
             if constexpr (M == Sink::accumulate) value = _mm512_mul_ps(value, wv512);
             const std::uint64_t i0 = (c0 + static_cast<std::uint64_t>(4 * v)) * chunk + j;
@@ -461,8 +489,8 @@ QSGD_RANS_TARGET void simd_encode_group(const std::int32_t* levels, std::uint64_
 
 template <Sink M>
 std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payload, std::uint64_t first_bit,
-                         std::uint64_t payload_bits, const std::uint64_t* dec, const std::uint32_t* table32,
-                         std::uint32_t precision,
+                         std::uint64_t payload_bits, const std::uint64_t* dec, SimdTable simd,
+                         const std::uint32_t* table32, std::uint32_t precision,
                          const float* scales, std::uint64_t n, std::uint32_t d, std::uint32_t s, std::uint32_t chunk,
                          float weight, float* out, std::int32_t* levels_out) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
@@ -476,12 +504,12 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
              end - start < 16 * std::uint64_t(rans_state_units));
   };
   std::uint64_t c = 0;
-  (void)table32;  // used by the SIMD decoder only
+  (void)simd, (void)table32;  // used by the SIMD decoder only
 #ifdef QSGD_RANS_SIMD
-  // Whole chunks in groups of simd_chunks on the SIMD decoder, when the
-  // table packs (table32 non-null), the CPU has the instructions, and
-  // buckets and chunks are whole rounds of four coordinates.
-  if (table32 != nullptr && d % rans_lanes == 0 && chunk % rans_lanes == 0) {
+  // Whole chunks in groups of simd_chunks on the SIMD decoder, when the CPU
+  // has the instructions (simd not none), and buckets and chunks are whole
+  // rounds of four coordinates.
+  if (simd != SimdTable::none && d % rans_lanes == 0 && chunk % rans_lanes == 0) {
     constexpr int G = simd_chunks;
     const std::uint64_t whole = n / chunk;
     for (; c + G <= whole; c += G) {
@@ -495,7 +523,12 @@ std::uint64_t decode_all(const std::uint64_t* offsets, const std::uint64_t* payl
       }
       if (!framed) break;  // the chunk-by-chunk loop below reports it
       bool bad[G];
-      simd_group_zmm<M>(units, p, pend, table32, dec, precision, scales, c, chunk, d, s, weight, out, levels_out, bad);
+      if (simd == SimdTable::packed)
+        simd_group_zmm<M, false>(units, p, pend, table32, dec, precision, scales, c, chunk, d, s, weight, out,
+                                 levels_out, bad);
+      else
+        simd_group_zmm<M, true>(units, p, pend, table32, dec, precision, scales, c, chunk, d, s, weight, out,
+                                levels_out, bad);
       for (int k = 0; k < G; ++k)
         if (bad[k]) first_bad = std::min(first_bad, c + static_cast<std::uint64_t>(k));
     }
@@ -534,6 +567,29 @@ const char* decoder_isa() {
   if (simd_supported()) return "avx512bw";
 #endif
   return "scalar";
+}
+
+namespace {
+SimdTable simd_table(std::uint32_t precision, std::uint32_t s) {
+  if (!enabled()) return SimdTable::none;
+#ifdef QSGD_RANS_SIMD
+  if (!simd_supported()) return SimdTable::none;
+  return precision <= simd_max_precision && 2 * std::uint64_t(s) + 1 <= simd_max_alphabet ? SimdTable::packed
+                                                                                           : SimdTable::wide;
+#else
+  (void)precision, (void)s;
+  return SimdTable::none;
+#endif
+}
+}  // namespace
+
+const char* decoder_table(std::uint32_t precision, std::uint32_t s) {
+  switch (simd_table(precision, s)) {
+    case SimdTable::packed: return "packed";
+    case SimdTable::wide: return "wide";
+    case SimdTable::none: break;
+  }
+  return "none";
 }
 
 constexpr std::uint64_t histogram_prefetch = 1024;  // levels ahead
@@ -645,12 +701,14 @@ std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload,
                      std::uint64_t n, std::uint32_t d, std::uint32_t s, std::uint32_t chunk, Sink mode, float weight,
                      float* out, std::int32_t* levels_out) {
   const std::uint32_t* table32 = nullptr;
+  // The SIMD decoder runs when the message has at least one group of whole
+  // chunks. The packed table costs a pass over its 2^precision slots; a
+  // table that does not pack is read as it is, eight bytes a slot.
+  const SimdTable simd = n / chunk >= static_cast<std::uint64_t>(simd_chunks_per_group) ? simd_table(precision, s)
+                                                                                        : SimdTable::none;
 #ifdef QSGD_RANS_SIMD
-  // The packed table costs a pass over its 2^precision slots: built when
-  // the message has at least one group of whole chunks for the SIMD decoder.
-  const std::uint64_t slots = std::uint64_t(1) << precision;
-  if (simd_supported() && precision <= simd_max_precision && 2 * std::uint64_t(s) + 1 <= simd_max_alphabet &&
-      n / chunk >= static_cast<std::uint64_t>(simd_chunks)) {
+  if (simd == SimdTable::packed) {
+    const std::uint64_t slots = std::uint64_t(1) << precision;
     std::vector<std::uint32_t>& t = scratch().table32;
     t.resize(slots);
     for (std::uint64_t k = 0; k < slots; ++k) t[k] = pack_entry(dec[k]);
@@ -659,20 +717,20 @@ std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload,
 #endif
   switch (mode) {
     case Sink::values:
-      return decode_all<Sink::values>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
+      return decode_all<Sink::values>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales, n, d,
                                       s, chunk, weight, out, levels_out);
     case Sink::accumulate:
-      return decode_all<Sink::accumulate>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales,
+      return decode_all<Sink::accumulate>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
                                           n, d, s, chunk, weight, out, levels_out);
     case Sink::levels:
-      return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
+      return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales, n, d,
                                       s, chunk, weight, out, levels_out);
     case Sink::add_levels:
-      return decode_all<Sink::add_levels>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales,
+      return decode_all<Sink::add_levels>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
                                           n, d, s, chunk, weight, out, levels_out);
     case Sink::validate: break;
   }
-  return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, table32, precision, scales, n, d,
+  return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales, n, d,
                                     s, chunk, weight, out, levels_out);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -757,6 +758,43 @@ TEST(RansHost, MatchesThePortableKernelsBitForBit) {
           expect_same_bits(with_simd(true, run), with_simd(false, run));
           if (HasFatalFailure()) return;
         }
+}
+
+// The SIMD decoder on tables that do not pack into 32 bits (more than 128
+// symbols or precision above 12: 8-bit QSGD, shared-scale sums) reads the
+// decoder's 64-bit entries; same bits as the portable kernels. The shapes
+// reach precisions 13, 14 and 15 (checked: the distinct levels of each
+// message give its precision), with buckets a multiple of four and not.
+TEST(RansHost, WideTablesMatchThePortableKernelsBitForBit) {
+  std::set<std::uint32_t> wide_precisions;
+  for (std::uint32_t s : {64u, 127u, 4000u})
+    for (std::uint64_t n : {70001ull, 262147ull})
+      for (std::uint32_t d : {0u, 100u, 512u})
+        for (std::uint32_t chunk : {64u, 4096u}) {
+          std::ostringstream os;
+          os << "n=" << n << " d=" << d << " chunk=" << chunk << " s=" << s;
+          SCOPED_TRACE(os.str());
+          const Values v = to_device(simd_input(n, n + d + chunk + s));
+          const auto cfg = config(CodecKind::rans, s, d, Norm::max, chunk);
+          const qsgd::RngKey key{n, s, d, chunk};
+          const auto run = [&] { return run_codec(cfg, v, n, key, 0.7f); };
+          expect_same_bits(with_simd(true, run), with_simd(false, run));
+          if (HasFatalFailure()) return;
+          Quant q;
+          qsgd::quantize(Exec(), cfg, v, n, key, q);
+          auto lv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q.levels);
+          std::set<std::int32_t> present(lv.data(), lv.data() + n);
+          const std::uint32_t precision = qsgd::detail::rans_precision_for(static_cast<std::uint32_t>(present.size()));
+          const std::string table = with_simd(true, [&] { return std::string(qsgd::detail::rans_host::decoder_table(precision, s)); });
+          if (table == "wide") wide_precisions.insert(precision);
+        }
+  const std::string isa = with_simd(true, [] { return std::string(qsgd::detail::rans_host::decoder_isa()); });
+  if (isa != "avx512bw") {
+    std::printf("[   INFO   ] rans decoder on this CPU: %s (no SIMD decoder: both runs compare the scalar paths)\n",
+                isa.c_str());
+    return;
+  }
+  EXPECT_EQ(wide_precisions, (std::set<std::uint32_t>{13, 14, 15}));
 }
 
 // The host SIMD path of the Elias dense encoder (detail/elias_host.hpp)

@@ -23,9 +23,15 @@ bool enabled();
 // Names the path the host rANS decoder (and encoder: the same choice) uses
 // for whole chunks on this CPU: "avx512bw" (the SIMD coders, AVX-512 F, BW
 // and VL, for messages of at least eight whole chunks with chunk a multiple
-// of four; the decoder also needs d a multiple of four, s <= 63 and precision <= 12),
-// "scalar", or "off" (host paths disabled).
+// of four; the decoder also needs d a multiple of four), "scalar", or "off"
+// (host paths disabled).
 const char* decoder_isa();
+
+// The table the SIMD decoder reads for a message of levels s with a table
+// of 2^precision slots: "packed" (32 bits a slot: precision <= 12 and at most
+// 128 symbols, s <= 63) or "wide" (the decoder's 64-bit entries as they are:
+// 8-bit QSGD, shared-scale sums), on a CPU that runs it; "none" otherwise.
+const char* decoder_table(std::uint32_t precision, std::uint32_t s);
 
 // Histogram of the symbols l + s of levels[0, n) into counts[0, 2s + 1)
 // (zeroed here); returns the number of levels outside [-s, s] (not counted).
