@@ -1040,6 +1040,78 @@ TEST(EliasDenseGroups, OneChunkPerWorkItemEqualsThree) {
     }
 }
 
+// The fixed-width code's GPU shape (a team per 64-coordinate group,
+// detail/fixed_width.hpp: encode_fixed_teams, decode_fixed_teams) writes the
+// same words as the per-group kernels from quantized levels and while
+// quantizing, and decodes the same values, accumulations and first bad
+// group, on messages with invalid codes too. On the host a team has one
+// lane, so this checks the decomposition's arithmetic; the device runs it
+// with 64 (the gpu-labelled backend test compares device and host bits).
+TEST(FixedTeams, MatchTheGroupKernelsBitForBit) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using HW = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
+  using HI = Kokkos::View<std::int32_t*, Kokkos::HostSpace>;
+  using HF = Kokkos::View<float*, Kokkos::HostSpace>;
+  using HostU = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using HostI = Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CW = Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CF = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  std::mt19937_64 rng(77);
+  for (std::uint32_t s : {1u, 7u, 16u, 255u, 70000u})
+    for (std::uint64_t n : {1ull, 63ull, 64ull, 65ull, 1000ull, 4097ull})
+      for (std::uint32_t d : {7u, 512u}) {
+        SCOPED_TRACE("s=" + std::to_string(s) + " n=" + std::to_string(n) + " d=" + std::to_string(d));
+        const std::uint32_t b = qsgd::detail::fixed_level_bits(s) + 1;
+        const std::uint64_t nw = (n * b + 63) / 64;
+        const std::vector<float> x = roundtrip_input(n, n + s + d);
+        HF v("v", n), scales("scales", (n + d - 1) / d);
+        for (std::uint64_t i = 0; i < n; ++i) v(i) = x[i];
+        qsgd::compute_scales(Host(), v, n, d, Norm::max, scales, "test");
+        const qsgd::StreamKey sk = qsgd::make_stream_key(qsgd::RngKey{n, s, d, 5});
+        const qsgd::detail::StochasticSource<HF, HF> fused{v, scales, s, sk, 3};
+        HI lv("lv", n);
+        for (std::uint64_t i = 0; i < n; ++i)
+          lv(i) = static_cast<std::int32_t>(rng() % (2 * std::uint64_t(s) + 1)) - static_cast<std::int32_t>(s);
+        const qsgd::detail::StoredSource<HI> stored{lv};
+        const auto encode_both = [&](const auto& src, const char* what) {
+          HW groups("groups", nw), teams("teams", nw);
+          qsgd::detail::encode_fixed_groups(Host(), src, n, d, s, groups);
+          qsgd::detail::encode_fixed_teams(Host(), src, n, d, s, teams);
+          for (std::uint64_t k = 0; k < nw; ++k) EXPECT_EQ(groups(k), teams(k)) << what << " word " << k;
+          return std::vector<std::uint64_t>(groups.data(), groups.data() + nw);
+        };
+        encode_both(fused, "quantizing");
+        const std::vector<std::uint64_t> words = encode_both(stored, "stored levels");
+        if (HasFailure()) return;
+        for (int trial = 0; trial < 5; ++trial) {
+          std::vector<std::uint64_t> w = words;
+          for (int k = 0; k < 2 * trial; ++k) w[rng() % nw] ^= std::uint64_t(1) << (rng() % 64);  // may make codes invalid
+          const CW payload(w.data(), nw);
+          const CF sc(scales.data(), scales.extent(0));
+          std::vector<float> ag = random_acc(n, 9), at = ag;
+          std::vector<std::int32_t> lg(n, -7), lt(n, -7);
+          const std::uint64_t bad_acc_g = qsgd::detail::decode_fixed_groups(
+              Host(), payload, sc, n, d, s, qsgd::detail::AccumulateSink<HostU>{HostU(ag.data(), n), 0.5f});
+          const std::uint64_t bad_acc_t = qsgd::detail::decode_fixed_teams(
+              Host(), payload, sc, n, d, s, qsgd::detail::AccumulateSink<HostU>{HostU(at.data(), n), 0.5f});
+          const std::uint64_t bad_lv_g = qsgd::detail::decode_fixed_groups(
+              Host(), payload, sc, n, d, s, qsgd::detail::LevelSink<const HostI>{HostI(lg.data(), n)});
+          const std::uint64_t bad_lv_t = qsgd::detail::decode_fixed_teams(
+              Host(), payload, sc, n, d, s, qsgd::detail::LevelSink<const HostI>{HostI(lt.data(), n)});
+          ASSERT_EQ(bad_acc_g, bad_acc_t) << "trial " << trial;
+          ASSERT_EQ(bad_lv_g, bad_lv_t) << "trial " << trial;
+          if (trial == 0) {
+            ASSERT_EQ(bad_acc_g, qsgd::detail::no_index);
+            for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(lg[i], lv(i)) << "i " << i;
+          }
+          for (std::uint64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(float_bits(ag[i]), float_bits(at[i])) << "trial " << trial << " i " << i;
+            ASSERT_EQ(lg[i], lt[i]) << "trial " << trial << " i " << i;
+          }
+        }
+      }
+}
+
 // One large vector (n = 2^20, several checksum blocks, 256 chunks) per codec.
 TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {
   const std::uint64_t n = 1u << 20;

@@ -386,5 +386,38 @@ TEST(Layers, ShapeMismatchesThrow) {
   EXPECT_THROW(Dense<float>(st, "late", 1, 1), std::logic_error);  // declare after finalize
 }
 
+// Bias gradients sum a column in the documented order (row_ops.hpp:
+// lane l adds rows l, l + 32, ... in increasing order, then the lanes in
+// lane order): bit for bit against that order computed here, for columns
+// shorter than, equal to and far longer than the 32 lanes; and the order
+// matters (a plain top-to-bottom sum of the same column differs in at
+// least one of them, so the comparison can fail).
+TEST(RowOps, ColumnSumsFollowTheDocumentedOrder) {
+  bool order_visible = false;
+  for (std::size_t rows : {1u, 5u, 32u, 33u, 1000u, 100352u}) {
+    SCOPED_TRACE("rows=" + std::to_string(rows));
+    const std::size_t cols = 3;
+    const std::vector<double> v = test::uniform(rows * cols, -1.0, 1.0, rows);
+    const auto dy = test::to_device<float>(v, rows, cols);
+    View1<float> db("db", cols);
+    Kokkos::deep_copy(db, 0.25f);
+    detail::add_column_sums<float>(Vec<float>(db.data(), cols), Mat<const float>(dy.data(), rows, cols));
+    const auto got = test::to_host(db);
+    for (std::size_t j = 0; j < cols; ++j) {
+      float part[detail::column_lanes] = {};
+      float plain = 0;
+      for (std::size_t i = 0; i < rows; ++i) {
+        part[i % detail::column_lanes] += static_cast<float>(v[i * cols + j]);
+        plain += static_cast<float>(v[i * cols + j]);
+      }
+      float want = 0;
+      for (float p : part) want += p;
+      EXPECT_EQ(static_cast<float>(got[j]), 0.25f + want) << "column " << j;
+      order_visible = order_visible || want != plain;
+    }
+  }
+  EXPECT_TRUE(order_visible) << "no shape tells the documented order from a plain sum";
+}
+
 }  // namespace
 }  // namespace qsgd::models

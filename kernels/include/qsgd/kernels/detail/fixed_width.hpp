@@ -194,12 +194,84 @@ KOKKOS_INLINE_FUNCTION void encode_fixed_group(const Source& src, std::uint64_t 
  * Requirements: payload has ceil(n*b/64) words.
  */
 template <class ExecSpace, class Source, class WordView>
-void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
-                  const WordView& payload) {
+void encode_fixed_groups(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
+                         const WordView& payload) {
   const std::uint64_t groups = ceil_div(n, fixed_group);
   Kokkos::parallel_for(
       "qsgd::encode[fixed]", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
       KOKKOS_LAMBDA(std::uint64_t g) { encode_fixed_group(src, g, n, d, s, payload); });
+}
+
+// The GPU shape of the fixed-width kernels (docs/parallelism.md): a team per
+// 64-coordinate group instead of a thread, so no thread holds the group's
+// 64 levels and codes in local memory. Lane j quantizes (or reads)
+// coordinate j and writes its code to team scratch; after a barrier, lane k
+// builds word k of the group from the codes that overlap it. Decoding runs
+// the reverse: lane k loads word k into scratch, lane j extracts code j
+// and checks it (a team OR of the invalid flags), then, for a valid group,
+// hands its level to the sink. Same words, same values, same first bad
+// group as the per-group kernels (tested on the host, where the team has
+// one lane). Chosen for spaces the host cannot access (fixed_teams_for).
+constexpr std::uint64_t fixed_max_league = std::uint64_t(1) << 30;  // groups per launch (a league size is an int)
+template <class ExecSpace>
+constexpr bool fixed_teams_for() {
+  return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+}
+template <class ExecSpace>
+constexpr int fixed_team_size() {
+  return fixed_teams_for<ExecSpace>() ? static_cast<int>(fixed_group) : 1;  // a lane per coordinate on a GPU
+}
+
+template <class ExecSpace, class Source, class WordView>
+void encode_fixed_teams(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
+                        const WordView& payload) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  using Codes = Kokkos::View<std::uint64_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  const std::uint64_t groups = ceil_div(n, fixed_group);
+  if (groups == 0) return;
+  const std::uint32_t lb = fixed_level_bits(s), b = lb + 1;
+  for (std::uint64_t g0 = 0; g0 < groups; g0 += fixed_max_league) {
+    const std::uint64_t league = groups - g0 < fixed_max_league ? groups - g0 : fixed_max_league;
+    Kokkos::parallel_for(
+      "qsgd::encode[fixed,teams]",
+      Policy(exec, static_cast<int>(league), fixed_team_size<ExecSpace>())
+          .set_scratch_size(0, Kokkos::PerTeam(Codes::shmem_size(fixed_group))),
+      KOKKOS_LAMBDA(const Member& m) {
+        const std::uint64_t g = g0 + static_cast<std::uint64_t>(m.league_rank());
+        const std::uint64_t i0 = g * fixed_group;
+        const std::uint32_t cnt = static_cast<std::uint32_t>((i0 + fixed_group < n ? i0 + fixed_group : n) - i0);
+        const Codes code(m.team_scratch(0), fixed_group);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cnt), [&](std::uint32_t j) {
+          std::int32_t l = 0;
+          src.fill(&l, i0 + j, i0 + j + 1, d);
+          const std::int32_t neg = l >> 31;  // 0 or -1
+          code(j) = static_cast<std::uint64_t>(static_cast<std::uint32_t>((l ^ neg) - neg)) |
+                    (static_cast<std::uint64_t>(neg & 1) << lb);
+        });
+        m.team_barrier();
+        const std::uint32_t words = (cnt * b + 63) / 64;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, words), [&](std::uint32_t k) {
+          const std::uint32_t j0 = 64 * k / b, last = (64 * k + 63) / b;
+          const std::uint32_t j1 = last < cnt - 1 ? last : cnt - 1;
+          std::uint64_t word = 0;
+          for (std::uint32_t j = j0; j <= j1; ++j) {
+            const int sh = static_cast<int>(64 * (k + 1)) - static_cast<int>((j + 1) * b);  // puts code j's last bit in place
+            word |= sh >= 0 ? (code(j) << sh) : (code(j) >> -sh);
+          }
+          payload(g * b + k) = word;
+        });
+      });
+  }
+}
+
+template <class ExecSpace, class Source, class WordView>
+void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
+                  const WordView& payload) {
+  if constexpr (fixed_teams_for<ExecSpace>())
+    encode_fixed_teams(exec, src, n, d, s, payload);
+  else
+    encode_fixed_groups(exec, src, n, d, s, payload);
 }
 
 // One 64-coordinate group g of decode_fixed. Returns false, and hands nothing
@@ -245,8 +317,8 @@ KOKKOS_INLINE_FUNCTION bool decode_fixed_group(const WordView& payload, const Sc
  * Returns the first coordinate of the first bad group, or no_index.
  */
 template <class ExecSpace, class WordView, class ScaleView, class Sink>
-std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const ScaleView& scales, std::uint64_t n,
-                           std::uint32_t d, std::uint32_t s, const Sink& sink) {
+std::uint64_t decode_fixed_groups(const ExecSpace& exec, const WordView& payload, const ScaleView& scales,
+                                  std::uint64_t n, std::uint32_t d, std::uint32_t s, const Sink& sink) {
   const std::uint64_t groups = ceil_div(n, fixed_group);
   std::uint64_t first_bad = no_index;
   Kokkos::parallel_reduce(
@@ -256,6 +328,76 @@ std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const
       },
       Kokkos::Min<std::uint64_t>(first_bad));
   return first_bad;
+}
+
+// decode_fixed with a team per group (see encode_fixed_teams).
+template <class ExecSpace, class WordView, class ScaleView, class Sink>
+std::uint64_t decode_fixed_teams(const ExecSpace& exec, const WordView& payload, const ScaleView& scales,
+                                 std::uint64_t n, std::uint32_t d, std::uint32_t s, const Sink& sink) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  using Words = Kokkos::View<std::uint64_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using Levels = Kokkos::View<std::int32_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  const std::uint64_t groups = ceil_div(n, fixed_group);
+  std::uint64_t first_bad = no_index;
+  if (groups == 0) return first_bad;
+  const std::uint32_t lb = fixed_level_bits(s), b = lb + 1;
+  const std::uint64_t lmask = (std::uint64_t(1) << lb) - 1;
+  for (std::uint64_t g0 = 0; g0 < groups; g0 += fixed_max_league) {
+    const std::uint64_t league = groups - g0 < fixed_max_league ? groups - g0 : fixed_max_league;
+    std::uint64_t slice_bad = no_index;
+    Kokkos::parallel_reduce(
+      "qsgd::decode[fixed,teams]",
+      Policy(exec, static_cast<int>(league), fixed_team_size<ExecSpace>())
+          .set_scratch_size(0, Kokkos::PerTeam(Words::shmem_size(b) + Levels::shmem_size(fixed_group))),
+      KOKKOS_LAMBDA(const Member& m, std::uint64_t& bad) {
+        const std::uint64_t g = g0 + static_cast<std::uint64_t>(m.league_rank());
+        const std::uint64_t i0 = g * fixed_group;
+        const std::uint32_t cnt = static_cast<std::uint32_t>((i0 + fixed_group < n ? i0 + fixed_group : n) - i0);
+        const std::uint32_t words = (cnt * b + 63) / 64;
+        const Words wd(m.team_scratch(0), b);
+        const Levels lv(m.team_scratch(0), fixed_group);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, words), [&](std::uint32_t k) { wd(k) = payload(g * b + k); });
+        m.team_barrier();
+        std::uint32_t invalid = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, cnt),
+            [&](std::uint32_t j, std::uint32_t& inv) {
+              const std::uint32_t p = j * b, k = p / 64, off = p % 64;
+              std::uint64_t hi = wd(k) << off;
+              if (off + b > 64) hi |= wd(k + 1) >> (64 - off);
+              const std::uint64_t code = hi >> (64 - b);
+              const std::int32_t l = static_cast<std::int32_t>(code & lmask);
+              const std::int32_t neg = -static_cast<std::int32_t>(code >> lb);  // 0 or -1
+              inv |= static_cast<std::uint32_t>(l > static_cast<std::int32_t>(s)) |
+                     static_cast<std::uint32_t>(neg != 0 && l == 0);
+              lv(j) = (l ^ neg) - neg;
+            },
+            Kokkos::BOr<std::uint32_t>(invalid));
+        if (invalid) {
+          Kokkos::single(Kokkos::PerTeam(m), [&]() {
+            if (i0 < bad) bad = i0;
+          });
+          return;
+        }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cnt), [&](std::uint32_t j) {
+          const std::uint64_t i = i0 + j;
+          sink.put(i, lv(j), LevelUnit(scales(i / d), s));
+        });
+      },
+      Kokkos::Min<std::uint64_t>(slice_bad));
+    if (slice_bad < first_bad) first_bad = slice_bad;
+  }
+  return first_bad;
+}
+
+template <class ExecSpace, class WordView, class ScaleView, class Sink>
+std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const ScaleView& scales, std::uint64_t n,
+                           std::uint32_t d, std::uint32_t s, const Sink& sink) {
+  if constexpr (fixed_teams_for<ExecSpace>())
+    return decode_fixed_teams(exec, payload, scales, n, d, s, sink);
+  else
+    return decode_fixed_groups(exec, payload, scales, n, d, s, sink);
 }
 
 }  // namespace qsgd::detail
