@@ -17,9 +17,11 @@
 // allreduce 1 beside the P factors. Both allreduces run through the
 // transport of the configuration (the suite's ring, or MPI_Iallreduce), in
 // fp32, with the ring's x (1/K) on each block's owner: every rank holds the
-// same P, Q and out bits. Orthonormalization runs one sequential pass per
-// matrix (double accumulators), so it gives the same bits on every rank and
-// backend. A column that depends on the ones before it becomes 0.
+// same P, Q and out bits. Orthonormalization sums every dot and norm
+// sequentially (double accumulators; a team per matrix on a device shares
+// only the element-wise updates), so it gives the same bits on every rank
+// and backend (detail/powersgd_kernels.hpp). A column that depends on the
+// ones before it becomes 0.
 //
 // Q starts from a deterministic pseudo-random matrix (uniform in [-1, 1),
 // from the seed, the tensor and the element's index), the same on every
@@ -34,6 +36,7 @@
 #include <map>
 
 #include "detail/exchange_base.hpp"
+#include "detail/powersgd_kernels.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
 
 namespace qsgd::comm::detail {
@@ -54,114 +57,12 @@ void psgd_init(const E& exec, const V& q, std::uint64_t seed, std::uint32_t tens
       });
 }
 
-// Both products accumulate each sum in double, in increasing order of the
-// summed index, psgd_lanes sums at a time in registers (r > psgd_lanes: the
-// rows or tiles are walked once per group of columns of P or Q).
-constexpr std::uint32_t psgd_lanes = 8;
-
-// Every product and sum below is rounded once, in the written order, on
-// every backend (nvcc would contract a*b+c into an FMA): the factors are on
-// the wire, and a CUDA rank and a host rank must send the same bits.
-using qsgd::detail::add_rn;
-using qsgd::detail::mul_rn;
-KOKKOS_INLINE_FUNCTION double sq(float x) { return mul_rn(double(x), double(x)); }
-
-// p[a][c] = sum_b m[a][b] q[b][c]: M (at m_off, rows x cols) times Q (cols x r),
-// parallel over rows, each row read once per group of psgd_lanes columns.
-template <class E, class M, class V>
-void psgd_project(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& q,
-                  std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off) {
-  Kokkos::parallel_for(
-      "qsgd::comm::powersgd::project", Kokkos::RangePolicy<E>(exec, 0, rows), KOKKOS_LAMBDA(std::uint64_t a) {
-        for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes) {
-          const std::uint32_t w = r - c0 < psgd_lanes ? r - c0 : psgd_lanes;
-          double sum[psgd_lanes] = {};
-          for (std::uint64_t b = 0; b < cols; ++b) {
-            const double mv = m(m_off + a * cols + b);
-            for (std::uint32_t k = 0; k < w; ++k) sum[k] = add_rn(sum[k], mul_rn(mv, double(q(q_off + b * r + c0 + k))));
-          }
-          for (std::uint32_t k = 0; k < w; ++k) p(p_off + a * r + c0 + k) = static_cast<float>(sum[k]);
-        }
-      });
-}
-
-// q[b][c] = sum_a m[a][b] p[a][c]: M^T (cols x rows) times P (rows x r).
-// Parallel over single columns b would walk M by a row's stride per
-// element; instead each work item takes psgd_tile columns and walks M's rows
-// in order (contiguous reads of the tile), its tile x psgd_lanes sums in
-// registers.
-constexpr std::uint64_t psgd_tile = 8;
-
-template <class E, class M, class V>
-void psgd_back(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& p,
-               std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off) {
-  const std::uint64_t tiles = (cols + psgd_tile - 1) / psgd_tile;
-  Kokkos::parallel_for(
-      "qsgd::comm::powersgd::back", Kokkos::RangePolicy<E>(exec, 0, tiles), KOKKOS_LAMBDA(std::uint64_t t) {
-        const std::uint64_t b0 = t * psgd_tile, nb = cols - b0 < psgd_tile ? cols - b0 : psgd_tile;
-        for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes) {
-          const std::uint32_t w = r - c0 < psgd_lanes ? r - c0 : psgd_lanes;
-          double sum[psgd_tile][psgd_lanes] = {};
-          for (std::uint64_t a = 0; a < rows; ++a) {
-            double pv[psgd_lanes];
-            for (std::uint32_t k = 0; k < w; ++k) pv[k] = p(p_off + a * r + c0 + k);
-            for (std::uint64_t j = 0; j < nb; ++j) {
-              const double mv = m(m_off + a * cols + b0 + j);
-              for (std::uint32_t k = 0; k < w; ++k) sum[j][k] = add_rn(sum[j][k], mul_rn(mv, pv[k]));
-            }
-          }
-          for (std::uint64_t j = 0; j < nb; ++j)
-            for (std::uint32_t k = 0; k < w; ++k) q(q_off + (b0 + j) * r + c0 + k) = static_cast<float>(sum[j][k]);
-        }
-      });
-}
-
-// Orthonormal columns of P (rows x r) by modified Gram-Schmidt with one
-// reorthogonalization ("twice is enough"), in one sequential pass: the same
-// bits on every rank and backend. A column left with less than psgd_dependent
-// of its norm lies (numerically) in the span of the ones before it (a
-// gradient of rank below r) and becomes 0 instead of a normalized rounding
-// error.
-constexpr double psgd_dependent = 1e-5;
-
-template <class E, class V>
-void psgd_orthonormalize(const E& exec, const V& p, std::uint64_t p_off, std::uint64_t rows, std::uint32_t r) {
-  Kokkos::parallel_for(
-      "qsgd::comm::powersgd::orthonormalize", Kokkos::RangePolicy<E>(exec, 0, 1), KOKKOS_LAMBDA(int) {
-        for (std::uint32_t c = 0; c < r; ++c) {
-          double before = 0;
-          for (std::uint64_t a = 0; a < rows; ++a) before = add_rn(before, sq(p(p_off + a * r + c)));
-          for (int pass = 0; pass < 2; ++pass)
-            for (std::uint32_t k = 0; k < c; ++k) {
-              double dot = 0;
-              for (std::uint64_t a = 0; a < rows; ++a)
-                dot = add_rn(dot, mul_rn(double(p(p_off + a * r + k)), double(p(p_off + a * r + c))));
-              for (std::uint64_t a = 0; a < rows; ++a)
-                p(p_off + a * r + c) =
-                    static_cast<float>(add_rn(double(p(p_off + a * r + c)), -mul_rn(dot, double(p(p_off + a * r + k)))));
-            }
-          double norm2 = 0;
-          for (std::uint64_t a = 0; a < rows; ++a) norm2 = add_rn(norm2, sq(p(p_off + a * r + c)));
-          const bool keep = norm2 > 0 && norm2 > psgd_dependent * psgd_dependent * before;
-          const double inv = keep ? 1.0 / Kokkos::Experimental::sqrt(norm2) : 0.0;
-          for (std::uint64_t a = 0; a < rows; ++a)
-            p(p_off + a * r + c) = static_cast<float>(mul_rn(double(p(p_off + a * r + c)), inv));
-        }
-      });
-}
-
 // out[a][b] = sum_c p[a][c] q[b][c]: the approximation P Q^T.
 template <class E, class V>
 void psgd_expand(const E& exec, const V& p, std::uint64_t p_off, const V& q, std::uint64_t q_off, std::uint64_t rows,
                  std::uint64_t cols, std::uint32_t r, const V& out, std::uint64_t o_off) {
-  Kokkos::parallel_for(
-      "qsgd::comm::powersgd::expand", Kokkos::RangePolicy<E>(exec, 0, rows * cols), KOKKOS_LAMBDA(std::uint64_t i) {
-        const std::uint64_t a = i / cols, b = i % cols;
-        double sum = 0;
-        for (std::uint32_t c = 0; c < r; ++c)
-          sum = add_rn(sum, mul_rn(double(p(p_off + a * r + c)), double(q(q_off + b * r + c))));
-        out(o_off + i) = static_cast<float>(sum);
-      });
+  psgd_dots(exec, "qsgd::comm::powersgd::expand", rows, cols, r, p, Strided{p_off, r, 0, 1}, q, Strided{q_off, 0, r, 1},
+            out, Strided{o_off, cols, 1, 0});
 }
 
 namespace {

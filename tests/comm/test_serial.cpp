@@ -3,6 +3,10 @@
 
 #include "comm_test_util.hpp"
 
+#include <random>
+
+#include "detail/powersgd_kernels.hpp"
+
 namespace {
 
 using namespace qsgd_comm_test;
@@ -455,6 +459,44 @@ TEST(PowerSgd, StateCarriesTheWarmStartAndBadInputIsRefused) {
   auto cfg = config(StrategyKind::powersgd, codec(CodecKind::fp32));
   cfg.powersgd_rank = 0;
   EXPECT_THROW(make_exchange(cfg, comm), qsgd::Error);
+}
+
+// PowerSGD's device shapes (a thread per element of P and of Q, a team for
+// the orthonormalization; detail/powersgd_kernels.hpp) against the host's
+// walks, run here on the host: the same bits, for ranks below, at and above
+// the eight lanes of the row walk, tiles of 8 columns with a partial one,
+// and a P with a dependent column (zeroed by both).
+TEST(PowerSgdKernels, DeviceShapesMatchTheHostWalksBitForBit) {
+  using namespace qsgd::comm::detail;
+  using HE = Kokkos::DefaultHostExecutionSpace;
+  using HV = Kokkos::View<float*, Kokkos::HostSpace>;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (std::uint32_t r : {1u, 3u, 8u, 9u})
+    for (auto [rows, cols] : {std::pair<std::uint64_t, std::uint64_t>{5, 3}, {37, 21}, {200, 64}}) {
+      SCOPED_TRACE("r=" + std::to_string(r) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
+      const std::uint64_t off = 7;  // every view at an offset, as in the exchange
+      HV m("m", off + rows * cols), q("q", off + cols * r), p1("p1", off + rows * r), p2("p2", off + rows * r);
+      for (std::size_t i = 0; i < m.extent(0); ++i) m(i) = u(rng);
+      for (std::size_t i = 0; i < q.extent(0); ++i) q(i) = u(rng);
+      psgd_project_rows(HE(), m, off, rows, cols, q, off, r, p1, off);
+      psgd_project_elements(HE(), m, off, rows, cols, q, off, r, p2, off);
+      for (std::size_t i = 0; i < p1.extent(0); ++i) ASSERT_EQ(p1(i), p2(i)) << "project, element " << i;
+      if (r > 1)  // column 1 a copy of column 0: dependent
+        for (std::uint64_t a = 0; a < rows; ++a) p1(off + a * r + 1) = p2(off + a * r + 1) = p1(off + a * r);
+      psgd_orthonormalize_serial(HE(), p1, off, rows, r);
+      psgd_orthonormalize_team(HE(), p2, off, rows, r);
+      for (std::size_t i = 0; i < p1.extent(0); ++i) ASSERT_EQ(p1(i), p2(i)) << "orthonormalize, element " << i;
+      if (r > 1 && rows > 1) {
+        float col1 = 0;
+        for (std::uint64_t a = 0; a < rows; ++a) col1 += std::abs(p1(off + a * r + 1));
+        EXPECT_EQ(col1, 0.0f) << "the dependent column is not zero";
+      }
+      HV q1("q1", off + cols * r), q2("q2", off + cols * r);
+      psgd_back_tiles(HE(), m, off, rows, cols, p1, off, r, q1, off);
+      psgd_back_elements(HE(), m, off, rows, cols, p1, off, r, q2, off);
+      for (std::size_t i = 0; i < q1.extent(0); ++i) ASSERT_EQ(q1(i), q2(i)) << "back, element " << i;
+    }
 }
 
 }  // namespace

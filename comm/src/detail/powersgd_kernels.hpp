@@ -1,0 +1,220 @@
+#pragma once
+// PowerSGD's kernels (comm/src/powersgd.cpp), in their host and device
+// shapes: the same sums in the same order, so the same bits, on every
+// backend (docs/parallelism.md, "PowerSGD"; tested on the host against each
+// other: comm.serial.PowerSgdKernels.*).
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+#include "qsgd/kernels/detail/arith.hpp"
+
+namespace qsgd::comm::detail {
+
+// Both products accumulate each sum in double, in increasing order of the
+// summed index, psgd_lanes sums at a time in registers (r > psgd_lanes: the
+// rows or tiles are walked once per group of columns of P or Q).
+constexpr std::uint32_t psgd_lanes = 8;
+
+// Every product and sum below is rounded once, in the written order, on
+// every backend (nvcc would contract a*b+c into an FMA): the factors are on
+// the wire, and a CUDA rank and a host rank must send the same bits.
+using qsgd::detail::add_rn;
+using qsgd::detail::mul_rn;
+KOKKOS_INLINE_FUNCTION double sq(float x) { return mul_rn(double(x), double(x)); }
+
+// p[a][c] = sum_b m[a][b] q[b][c]: M (at m_off, rows x cols) times Q (cols x r),
+// parallel over rows, each row read once per group of psgd_lanes columns.
+template <class E, class M, class V>
+void psgd_project_rows(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& q,
+                  std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off) {
+  Kokkos::parallel_for(
+      "qsgd::comm::powersgd::project", Kokkos::RangePolicy<E>(exec, 0, rows), KOKKOS_LAMBDA(std::uint64_t a) {
+        for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes) {
+          const std::uint32_t w = r - c0 < psgd_lanes ? r - c0 : psgd_lanes;
+          double sum[psgd_lanes] = {};
+          for (std::uint64_t b = 0; b < cols; ++b) {
+            const double mv = m(m_off + a * cols + b);
+            for (std::uint32_t k = 0; k < w; ++k) sum[k] = add_rn(sum[k], mul_rn(mv, double(q(q_off + b * r + c0 + k))));
+          }
+          for (std::uint32_t k = 0; k < w; ++k) p(p_off + a * r + c0 + k) = static_cast<float>(sum[k]);
+        }
+      });
+}
+
+// q[b][c] = sum_a m[a][b] p[a][c]: M^T (cols x rows) times P (rows x r).
+// Parallel over single columns b would walk M by a row's stride per
+// element; instead each work item takes psgd_tile columns and walks M's rows
+// in order (contiguous reads of the tile), its tile x psgd_lanes sums in
+// registers.
+constexpr std::uint64_t psgd_tile = 8;
+
+template <class E, class M, class V>
+void psgd_back_tiles(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& p,
+               std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off) {
+  const std::uint64_t tiles = (cols + psgd_tile - 1) / psgd_tile;
+  Kokkos::parallel_for(
+      "qsgd::comm::powersgd::back", Kokkos::RangePolicy<E>(exec, 0, tiles), KOKKOS_LAMBDA(std::uint64_t t) {
+        const std::uint64_t b0 = t * psgd_tile, nb = cols - b0 < psgd_tile ? cols - b0 : psgd_tile;
+        for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes) {
+          const std::uint32_t w = r - c0 < psgd_lanes ? r - c0 : psgd_lanes;
+          double sum[psgd_tile][psgd_lanes] = {};
+          for (std::uint64_t a = 0; a < rows; ++a) {
+            double pv[psgd_lanes];
+            for (std::uint32_t k = 0; k < w; ++k) pv[k] = p(p_off + a * r + c0 + k);
+            for (std::uint64_t j = 0; j < nb; ++j) {
+              const double mv = m(m_off + a * cols + b0 + j);
+              for (std::uint32_t k = 0; k < w; ++k) sum[j][k] = add_rn(sum[j][k], mul_rn(mv, pv[k]));
+            }
+          }
+          for (std::uint64_t j = 0; j < nb; ++j)
+            for (std::uint32_t k = 0; k < w; ++k) q(q_off + (b0 + j) * r + c0 + k) = static_cast<float>(sum[j][k]);
+        }
+      });
+}
+
+// Orthonormal columns of P (rows x r) by modified Gram-Schmidt with one
+// reorthogonalization ("twice is enough"), in one sequential pass: the same
+// bits on every rank and backend. A column left with less than psgd_dependent
+// of its norm lies (numerically) in the span of the ones before it (a
+// gradient of rank below r) and becomes 0 instead of a normalized rounding
+// error.
+constexpr double psgd_dependent = 1e-5;
+
+template <class E, class V>
+void psgd_orthonormalize_serial(const E& exec, const V& p, std::uint64_t p_off, std::uint64_t rows, std::uint32_t r) {
+  Kokkos::parallel_for(
+      "qsgd::comm::powersgd::orthonormalize", Kokkos::RangePolicy<E>(exec, 0, 1), KOKKOS_LAMBDA(int) {
+        for (std::uint32_t c = 0; c < r; ++c) {
+          double before = 0;
+          for (std::uint64_t a = 0; a < rows; ++a) before = add_rn(before, sq(p(p_off + a * r + c)));
+          for (int pass = 0; pass < 2; ++pass)
+            for (std::uint32_t k = 0; k < c; ++k) {
+              double dot = 0;
+              for (std::uint64_t a = 0; a < rows; ++a)
+                dot = add_rn(dot, mul_rn(double(p(p_off + a * r + k)), double(p(p_off + a * r + c))));
+              for (std::uint64_t a = 0; a < rows; ++a)
+                p(p_off + a * r + c) =
+                    static_cast<float>(add_rn(double(p(p_off + a * r + c)), -mul_rn(dot, double(p(p_off + a * r + k)))));
+            }
+          double norm2 = 0;
+          for (std::uint64_t a = 0; a < rows; ++a) norm2 = add_rn(norm2, sq(p(p_off + a * r + c)));
+          const bool keep = norm2 > 0 && norm2 > psgd_dependent * psgd_dependent * before;
+          const double inv = keep ? 1.0 / Kokkos::Experimental::sqrt(norm2) : 0.0;
+          for (std::uint64_t a = 0; a < rows; ++a)
+            p(p_off + a * r + c) = static_cast<float>(mul_rn(double(p(p_off + a * r + c)), inv));
+        }
+      });
+}
+
+// ---- the device shapes (a GPU thread walks no matrix alone) ----------------
+
+// Where element (i, j, t) of an operand sits: off + i*di + j*dj + t*dt.
+struct Strided {
+  std::uint64_t off, di, dj, dt;
+  KOKKOS_INLINE_FUNCTION std::uint64_t at(std::uint64_t i, std::uint64_t j, std::uint64_t t) const {
+    return off + i * di + j * dj + t * dt;
+  }
+};
+
+// out(o.at(i, j, 0)) = sum over t < len of x(xs.at(i, j, t)) y(ys.at(i, j, t)),
+// t in increasing order, in double with each product and sum rounded once,
+// for every i < n1 and j < n2: a thread per output element (j fastest).
+template <class E, class X, class Y, class O>
+void psgd_dots(const E& exec, const char* label, std::uint64_t n1, std::uint64_t n2, std::uint64_t len, const X& x,
+               Strided xs, const Y& y, Strided ys, const O& out, Strided os) {
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<E>(exec, 0, n1 * n2), KOKKOS_LAMBDA(std::uint64_t e) {
+    const std::uint64_t i = e / n2, j = e % n2;
+    double sum = 0;
+    for (std::uint64_t t = 0; t < len; ++t) sum = add_rn(sum, mul_rn(double(x(xs.at(i, j, t))), double(y(ys.at(i, j, t)))));
+    out(os.at(i, j, 0)) = static_cast<float>(sum);
+  });
+}
+
+// psgd_project with a thread per element (a, c) of P: the sum over b in
+// increasing order, as psgd_project_rows's lane c of row a computes it.
+template <class E, class M, class V>
+void psgd_project_elements(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols,
+                           const V& q, std::uint64_t q_off, std::uint32_t r, const V& p, std::uint64_t p_off) {
+  psgd_dots(exec, "qsgd::comm::powersgd::project", rows, r, cols, m, Strided{m_off, cols, 0, 1}, q,
+            Strided{q_off, 0, 1, r}, p, Strided{p_off, r, 1, 0});
+}
+
+// psgd_back with a thread per element (b, c) of Q: the sum over a in
+// increasing order; adjacent threads read adjacent columns of M's row.
+template <class E, class M, class V>
+void psgd_back_elements(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols,
+                        const V& p, std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off) {
+  psgd_dots(exec, "qsgd::comm::powersgd::back", r, cols, rows, m, Strided{m_off, 0, 1, cols}, p,
+            Strided{p_off, 1, 0, r}, q, Strided{q_off, 1, r, 0});
+}
+
+// psgd_orthonormalize_serial with a team: the dots and norms stay one
+// sequential sum each (their order is the definition), computed by one lane
+// and broadcast; the updates and the scaling, element-wise, run over the
+// team's lanes.
+template <class E, class V>
+void psgd_orthonormalize_team(const E& exec, const V& p, std::uint64_t p_off, std::uint64_t rows, std::uint32_t r) {
+  using Policy = Kokkos::TeamPolicy<E>;
+  Kokkos::parallel_for(
+      "qsgd::comm::powersgd::orthonormalize", Policy(exec, 1, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const typename Policy::member_type& m) {
+        // sum over a of p[a][k] p[a][c] in increasing a, by one lane, for
+        // all (k = c: the squared norm, the same products as sq).
+        const auto dot = [&](std::uint32_t k, std::uint32_t c) {
+          double v = 0;
+          m.team_barrier();
+          Kokkos::single(
+              Kokkos::PerTeam(m),
+              [&](double& out) {
+                double acc = 0;
+                for (std::uint64_t a = 0; a < rows; ++a)
+                  acc = add_rn(acc, mul_rn(double(p(p_off + a * r + k)), double(p(p_off + a * r + c))));
+                out = acc;
+              },
+              v);
+          return v;
+        };
+        for (std::uint32_t c = 0; c < r; ++c) {
+          const double before = dot(c, c);
+          for (int pass = 0; pass < 2; ++pass)
+            for (std::uint32_t k = 0; k < c; ++k) {
+              const double d = dot(k, c);
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(m, rows), [&](std::uint64_t a) {
+                p(p_off + a * r + c) =
+                    static_cast<float>(add_rn(double(p(p_off + a * r + c)), -mul_rn(d, double(p(p_off + a * r + k)))));
+              });
+            }
+          const double norm2 = dot(c, c);
+          const bool keep = norm2 > 0 && norm2 > psgd_dependent * psgd_dependent * before;
+          const double inv = keep ? 1.0 / Kokkos::Experimental::sqrt(norm2) : 0.0;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, rows), [&](std::uint64_t a) {
+            p(p_off + a * r + c) = static_cast<float>(mul_rn(double(p(p_off + a * r + c)), inv));
+          });
+          m.team_barrier();
+        }
+      });
+}
+
+// The shape per backend: the host's walks for spaces the host can access,
+// the element and team kernels otherwise.
+template <class E>
+constexpr bool psgd_host_shape() {
+  return Kokkos::SpaceAccessibility<E, Kokkos::HostSpace>::accessible;
+}
+
+// psgd_project, psgd_back, psgd_orthonormalize: the shape of the space.
+template <class E, class... A>
+void psgd_project(const E& exec, const A&... args) {
+  if constexpr (psgd_host_shape<E>()) psgd_project_rows(exec, args...); else psgd_project_elements(exec, args...);
+}
+template <class E, class... A>
+void psgd_back(const E& exec, const A&... args) {
+  if constexpr (psgd_host_shape<E>()) psgd_back_tiles(exec, args...); else psgd_back_elements(exec, args...);
+}
+template <class E, class... A>
+void psgd_orthonormalize(const E& exec, const A&... args) {
+  if constexpr (psgd_host_shape<E>()) psgd_orthonormalize_serial(exec, args...); else psgd_orthonormalize_team(exec, args...);
+}
+
+}  // namespace qsgd::comm::detail
