@@ -388,7 +388,9 @@ TEST(Layers, ShapeMismatchesThrow) {
 
 // Bias gradients sum a column in the documented order (row_ops.hpp:
 // lane l adds rows l, l + 32, ... in increasing order, then the lanes in
-// lane order): bit for bit against that order computed here, for columns
+// lane order), in both shapes (the host's walk and the device's team per
+// column, here with one thread running the lanes): bit for bit against that
+// order computed here, for columns
 // shorter than, equal to and far longer than the 32 lanes; and the order
 // matters (a plain top-to-bottom sum of the same column differs in at
 // least one of them, so the comparison can fail).
@@ -399,10 +401,15 @@ TEST(RowOps, ColumnSumsFollowTheDocumentedOrder) {
     const std::size_t cols = 3;
     const std::vector<double> v = test::uniform(rows * cols, -1.0, 1.0, rows);
     const auto dy = test::to_device<float>(v, rows, cols);
-    View1<float> db("db", cols);
+    View1<float> db("db", cols), db_lanes("db_lanes", cols);
     Kokkos::deep_copy(db, 0.25f);
-    detail::add_column_sums<float>(Vec<float>(db.data(), cols), Mat<const float>(dy.data(), rows, cols));
+    Kokkos::deep_copy(db_lanes, 0.25f);
+    const Mat<const float> m(dy.data(), rows, cols);
+    detail::add_column_sums<float>(Vec<float>(db.data(), cols), m);
+    // The device shape (a team per column, a lane per partial), run here.
+    detail::add_column_sums_lanes(ExecSpace(), Vec<float>(db_lanes.data(), cols), m);
     const auto got = test::to_host(db);
+    const auto got_lanes = test::to_host(db_lanes);
     for (std::size_t j = 0; j < cols; ++j) {
       float part[detail::column_lanes] = {};
       float plain = 0;
@@ -413,6 +420,7 @@ TEST(RowOps, ColumnSumsFollowTheDocumentedOrder) {
       float want = 0;
       for (float p : part) want += p;
       EXPECT_EQ(static_cast<float>(got[j]), 0.25f + want) << "column " << j;
+      EXPECT_EQ(static_cast<float>(got_lanes[j]), 0.25f + want) << "column " << j << ", device shape";
       order_visible = order_visible || want != plain;
     }
   }

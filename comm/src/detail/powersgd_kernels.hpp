@@ -107,7 +107,7 @@ void psgd_orthonormalize_serial(const E& exec, const V& p, std::uint64_t p_off, 
       });
 }
 
-// ---- the device shapes (a GPU thread walks no matrix alone) ----------------
+// ---- the device shapes: a thread per output element; a team per matrix ------
 
 // Where element (i, j, t) of an operand sits: off + i*di + j*dj + t*dt.
 struct Strided {

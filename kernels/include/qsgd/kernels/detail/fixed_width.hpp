@@ -212,7 +212,9 @@ void encode_fixed_groups(const ExecSpace& exec, const Source& src, std::uint64_t
 // hands its level to the sink. Same words, same values, same first bad
 // group as the per-group kernels (tested on the host, where the team has
 // one lane). Chosen for spaces the host cannot access (fixed_teams_for).
-constexpr std::uint64_t fixed_max_league = std::uint64_t(1) << 30;  // groups per launch (a league size is an int)
+// Groups per launch: a league size is an int, and Kokkos 3.4 computes a
+// team reduce's league x team size in 32 bits on Cuda.
+constexpr std::uint64_t fixed_max_league = std::uint64_t(1) << 24;
 template <class ExecSpace>
 constexpr bool fixed_teams_for() {
   return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;

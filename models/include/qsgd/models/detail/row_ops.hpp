@@ -44,49 +44,64 @@ void add_row_vector(const Mat<S>& y, const Vec<const S>& b) {
 // increasing order, then the lanes' sums are added in lane order.
 constexpr int column_lanes = 32;
 
+// The host shape: a thread per column walking the rows in order.
+template <class E, class S>
+void add_column_sums_rows(const E& exec, const Vec<S>& db, const Mat<const S>& dy) {
+  const std::size_t nrows = dy.extent(0);
+  constexpr std::size_t L = column_lanes;
+  Kokkos::parallel_for(
+      QSGD_MODELS_LABEL("add_column_sums"), Kokkos::RangePolicy<E>(exec, 0, dy.extent(1)),
+      KOKKOS_LAMBDA(std::size_t j) {
+        S part[L] = {};
+        for (std::size_t i = 0; i < nrows; ++i) part[i % L] += dy(i, j);
+        S s = 0;
+        for (std::size_t l = 0; l < L; ++l) s += part[l];
+        db(j) += s;
+      });
+}
+
+// The device shape: a team per column, a lane per partial sum (team size
+// column_lanes on a device; on the host a team has one thread, which runs
+// the lanes one after the other: the same sums, how the tests run it).
+template <class E, class S>
+void add_column_sums_lanes(const E& exec, const Vec<S>& db, const Mat<const S>& dy) {
+  using Policy = Kokkos::TeamPolicy<E>;
+  using Parts = Kokkos::View<S*, typename E::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  const std::size_t nrows = dy.extent(0);
+  constexpr std::size_t L = column_lanes;
+  const int team = Kokkos::SpaceAccessibility<E, Kokkos::HostSpace>::accessible ? 1 : column_lanes;
+  Kokkos::parallel_for(
+      QSGD_MODELS_LABEL("add_column_sums"),
+      Policy(exec, static_cast<int>(dy.extent(1)), team).set_scratch_size(0, Kokkos::PerTeam(Parts::shmem_size(L))),
+      KOKKOS_LAMBDA(const typename Policy::member_type& m) {
+        const std::size_t j = static_cast<std::size_t>(m.league_rank());
+        const Parts part(m.team_scratch(0), L);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, L), [&](std::size_t l) {
+          S s = 0;
+          for (std::size_t i = l; i < nrows; i += L) s += dy(i, j);
+          part(l) = s;
+        });
+        m.team_barrier();
+        Kokkos::single(Kokkos::PerTeam(m), [&]() {
+          S s = 0;
+          for (std::size_t l = 0; l < L; ++l) s += part(l);
+          db(j) += s;
+        });
+      });
+}
+
 // Purpose: db(j) += sum_i dy(i, j) (bias gradient), in the order above.
-// Algorithm: on a GPU one team per column, a lane per partial sum (no
-//   thread walks all the rows: conv1's columns have 100,352); on the host a
-//   thread per column walking the rows in order, row i into partial
-//   i mod column_lanes (the same partial sums, read row after row).
+// Algorithm: the host shape where the host can reach the memory, the
+//   device shape otherwise (no GPU thread walks a column: conv1's have
+//   100,352 rows).
 // Cost: reads rows*cols values, writes cols.
 // Requirements: db.extent(0) == dy.extent(1).
 template <class S>
 void add_column_sums(const Vec<S>& db, const Mat<const S>& dy) {
-  const std::size_t nrows = dy.extent(0), ncols = dy.extent(1);
-  constexpr std::size_t L = column_lanes;
-  if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
-    Kokkos::parallel_for(
-        QSGD_MODELS_LABEL("add_column_sums"), Kokkos::RangePolicy<ExecSpace>(0, ncols),
-        KOKKOS_LAMBDA(std::size_t j) {
-          S part[L] = {};
-          for (std::size_t i = 0; i < nrows; ++i) part[i % L] += dy(i, j);
-          S s = 0;
-          for (std::size_t l = 0; l < L; ++l) s += part[l];
-          db(j) += s;
-        });
-  } else {
-    using Policy = Kokkos::TeamPolicy<ExecSpace>;
-    using Parts = Kokkos::View<S*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-    Kokkos::parallel_for(
-        QSGD_MODELS_LABEL("add_column_sums"),
-        Policy(static_cast<int>(ncols), static_cast<int>(L)).set_scratch_size(0, Kokkos::PerTeam(Parts::shmem_size(L))),
-        KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-          const std::size_t j = static_cast<std::size_t>(team.league_rank());
-          const Parts part(team.team_scratch(0), L);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, L), [&](std::size_t l) {
-            S s = 0;
-            for (std::size_t i = l; i < nrows; i += L) s += dy(i, j);
-            part(l) = s;
-          });
-          team.team_barrier();
-          Kokkos::single(Kokkos::PerTeam(team), [&]() {
-            S s = 0;
-            for (std::size_t l = 0; l < L; ++l) s += part(l);
-            db(j) += s;
-          });
-        });
-  }
+  if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
+    add_column_sums_rows(ExecSpace(), db, dy);
+  else
+    add_column_sums_lanes(ExecSpace(), db, dy);
 }
 
 }  // namespace qsgd::models::detail
