@@ -148,17 +148,18 @@ bool decode_chunk(const unsigned char* units, std::uint64_t p, std::uint64_t pen
 }
 
 // Which table the SIMD decoder reads (none: the scalar decoder only), and
-// how many whole chunks it decodes at once.
+// how many whole chunks its coders run at once.
 enum class SimdTable { none, packed, wide };
-constexpr int simd_chunks_per_group = 8;
+constexpr int simd_chunks = 8;
 
 #ifdef QSGD_RANS_SIMD
 
 // The SIMD decoder (AVX-512 F, BW, VL): whole chunks in lockstep, one
 // chunk's four lanes per 128-bit lane of a vector. Per round of four
 // coordinates of a chunk: the four table look-ups (a gather from a packed
-// table, or two from the decoder's 64-bit one: simd_lookup), the four state updates, the renormalization mask; the units the
-// renormalizing lanes take, in lane order, are the next popcount units of
+// table, or two from the decoder's 64-bit one: simd_lookup), the four
+// state updates, the renormalization mask; the units the renormalizing
+// lanes take, in lane order, are the next popcount units of
 // the chunk's stream: the 16 bytes at the chunk's position go to its
 // 128-bit lane, each lane's rank among the renormalizing lanes of its chunk
 // comes from two in-lane prefix sums of the mask, and one word permute
@@ -176,8 +177,6 @@ inline std::uint32_t pack_entry(std::uint64_t e) {
   return static_cast<std::uint32_t>(e >> 32) | static_cast<std::uint32_t>(((e >> 16) & 0xFFFu) << 13) |
          static_cast<std::uint32_t>((e & 0x7Fu) << 25);
 }
-
-constexpr int simd_chunks = simd_chunks_per_group;
 
 bool simd_supported() {
   static const bool ok = [] {
@@ -704,8 +703,8 @@ std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload,
   // The SIMD decoder runs when the message has at least one group of whole
   // chunks. The packed table costs a pass over its 2^precision slots; a
   // table that does not pack is read as it is, eight bytes a slot.
-  const SimdTable simd = n / chunk >= static_cast<std::uint64_t>(simd_chunks_per_group) ? simd_table(precision, s)
-                                                                                        : SimdTable::none;
+  const SimdTable simd =
+      n / chunk >= static_cast<std::uint64_t>(simd_chunks) ? simd_table(precision, s) : SimdTable::none;
 #ifdef QSGD_RANS_SIMD
   if (simd == SimdTable::packed) {
     const std::uint64_t slots = std::uint64_t(1) << precision;
@@ -717,21 +716,21 @@ std::uint64_t decode(const std::uint64_t* offsets, const std::uint64_t* payload,
 #endif
   switch (mode) {
     case Sink::values:
-      return decode_all<Sink::values>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales, n, d,
-                                      s, chunk, weight, out, levels_out);
+      return decode_all<Sink::values>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
+                                      n, d, s, chunk, weight, out, levels_out);
     case Sink::accumulate:
-      return decode_all<Sink::accumulate>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
-                                          n, d, s, chunk, weight, out, levels_out);
+      return decode_all<Sink::accumulate>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision,
+                                          scales, n, d, s, chunk, weight, out, levels_out);
     case Sink::levels:
-      return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales, n, d,
-                                      s, chunk, weight, out, levels_out);
+      return decode_all<Sink::levels>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
+                                      n, d, s, chunk, weight, out, levels_out);
     case Sink::add_levels:
-      return decode_all<Sink::add_levels>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
-                                          n, d, s, chunk, weight, out, levels_out);
+      return decode_all<Sink::add_levels>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision,
+                                          scales, n, d, s, chunk, weight, out, levels_out);
     case Sink::validate: break;
   }
-  return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales, n, d,
-                                    s, chunk, weight, out, levels_out);
+  return decode_all<Sink::validate>(offsets, payload, first_bit, payload_bits, dec, simd, table32, precision, scales,
+                                    n, d, s, chunk, weight, out, levels_out);
 }
 
 }  // namespace qsgd::detail::rans_host

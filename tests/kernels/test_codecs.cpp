@@ -735,6 +735,24 @@ TEST(RansHistogram, TeamCountsEqualAPlainCount) {
     }
 }
 
+// One shape of the rans codec: its input and key, and the message, decoded,
+// accumulated and level bits with the host paths on and off compared.
+struct RansShape {
+  qsgd::CodecConfig cfg;
+  Values v;
+  qsgd::RngKey key;
+};
+RansShape rans_host_against_portable(std::uint64_t n, std::uint32_t d, std::uint32_t chunk, std::uint32_t s) {
+  std::ostringstream os;
+  os << "n=" << n << " d=" << d << " chunk=" << chunk << " s=" << s;
+  SCOPED_TRACE(os.str());
+  RansShape c{config(CodecKind::rans, s, d, Norm::max, chunk), to_device(simd_input(n, n + d + chunk + s)),
+              qsgd::RngKey{n, s, d, chunk}};
+  const auto run = [&] { return run_codec(c.cfg, c.v, n, c.key, 0.7f); };
+  expect_same_bits(with_simd(true, run), with_simd(false, run));
+  return c;
+}
+
 // The host paths of the rans codec (histogram, chunk encoder and writer,
 // decoder; detail/rans_host.hpp) give the same message words and the same
 // decoded, accumulated and level bits as the portable kernels, on shapes with
@@ -748,14 +766,7 @@ TEST(RansHost, MatchesThePortableKernelsBitForBit) {
     for (std::uint32_t d : {0u, 3u, 64u, 100u, 512u})
       for (std::uint32_t chunk : {1u, 6u, 64u, 4096u})
         for (std::uint32_t s : {1u, 16u, 255u}) {
-          std::ostringstream os;
-          os << "n=" << n << " d=" << d << " chunk=" << chunk << " s=" << s;
-          SCOPED_TRACE(os.str());
-          const Values v = to_device(simd_input(n, n + d + chunk + s));
-          const auto cfg = config(CodecKind::rans, s, d, Norm::max, chunk);
-          const qsgd::RngKey key{n, s, d, chunk};
-          const auto run = [&] { return run_codec(cfg, v, n, key, 0.7f); };
-          expect_same_bits(with_simd(true, run), with_simd(false, run));
+          rans_host_against_portable(n, d, chunk, s);
           if (HasFatalFailure()) return;
         }
 }
@@ -772,17 +783,10 @@ TEST(RansHost, WideTablesMatchThePortableKernelsBitForBit) {
     for (std::uint64_t n : {70001ull, 262147ull})
       for (std::uint32_t d : {0u, 100u, 512u})
         for (std::uint32_t chunk : {64u, 4096u}) {
-          std::ostringstream os;
-          os << "n=" << n << " d=" << d << " chunk=" << chunk << " s=" << s;
-          SCOPED_TRACE(os.str());
-          const Values v = to_device(simd_input(n, n + d + chunk + s));
-          const auto cfg = config(CodecKind::rans, s, d, Norm::max, chunk);
-          const qsgd::RngKey key{n, s, d, chunk};
-          const auto run = [&] { return run_codec(cfg, v, n, key, 0.7f); };
-          expect_same_bits(with_simd(true, run), with_simd(false, run));
+          const RansShape c = rans_host_against_portable(n, d, chunk, s);
           if (HasFatalFailure()) return;
           Quant q;
-          qsgd::quantize(Exec(), cfg, v, n, key, q);
+          qsgd::quantize(Exec(), c.cfg, c.v, n, c.key, q);
           auto lv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q.levels);
           std::set<std::int32_t> present(lv.data(), lv.data() + n);
           const std::uint32_t precision = qsgd::detail::rans_precision_for(static_cast<std::uint32_t>(present.size()));
