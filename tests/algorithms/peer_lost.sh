@@ -15,7 +15,11 @@
 # dead worker is noticed by the server's watch on that worker's pushes
 # (<operation> "receive of pushes from rank R"), even while the other worker
 # keeps the server busy; it is not left to the shutdown drain after the
-# whole run, which on a loaded machine outlasted the bound.
+# whole run, which on a loaded machine outlasted the bound. On a loaded
+# machine (ASan, other tests) the kill can also come while the ranks still
+# duplicate their communicator for the run; the workers' watch on that
+# duplicate then reports it ("no progress on the communicator duplicate for
+# T s (MPI_Testall)"), which is accepted as well.
 set -uo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$0")/../peer_lost.sh"  # ranks_of, kill_rank_and_wait, expect_abort_7
@@ -41,7 +45,7 @@ done
 sleep 3
 kill -0 "$pid" 2>/dev/null || { cat "$dir/out.log"; fail "the run ended before the kill"; }
 kill_rank_and_wait "$victim" "$bound" "$pid" "$dir/out.log"
-msg=$(grep -E "^qsgd: rank [0-9]+: no progress on the .* of asynchronous parameter server for [0-9.]+ s \(MPI_(Test|Iprobe)\); a peer may have died \(peer timeout 10 s\)$" "$dir/out.log")
+msg=$(grep -E "^qsgd: rank [0-9]+: no progress on the (.* of asynchronous parameter server for [0-9.]+ s \(MPI_(Test|Iprobe)\)|communicator duplicate for [0-9.]+ s \(MPI_Testall\)); a peer may have died \(peer timeout 10 s\)$" "$dir/out.log")
 [ -n "$msg" ] || { cat "$dir/out.log"; fail "no survivor reported the dead peer"; }
 grep -v -q "^qsgd: rank $victim:" <<< "$msg" || fail "only the killed rank is named: $msg"
 expect_abort_7 "$dir/out.log"

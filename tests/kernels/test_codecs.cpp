@@ -1120,6 +1120,139 @@ TEST(FixedTeams, MatchTheGroupKernelsBitForBit) {
       }
 }
 
+// The GPU shape of the rANS decoder (decode_rans_lanes: four vector lanes
+// per chunk, reads placed by a popcount of the lanes that renormalize), run
+// on the host where a team has one thread running the lanes in turn, against
+// the thread-per-chunk decoder: the same levels and accumulated values, the
+// same coordinates handed to the sink and the same first bad chunk, on
+// intact messages and on messages with flipped payload bits, shifted chunk
+// offsets and a shortened payload (no checksum in the way: the kernels are
+// called directly). Chunks and buckets that are and are not multiples of
+// four lanes, and tables of 12 to 15 bits.
+TEST(RansLanes, MatchTheChunkDecoderBitForBit) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using HostU = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using HostI = Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CW = Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CF = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  std::mt19937_64 rng(2026);
+  int corrupt_seen = 0, intact_seen = 0;
+  for (std::uint32_t s : {1u, 16u, 127u, 4000u})
+    for (std::uint64_t n : {1ull, 6ull, 513ull, 4113ull, 20001ull})
+      for (std::uint32_t d : {3u, 64u, 512u})
+        for (std::uint32_t chunk : {1u, 6u, 64u, 4096u}) {
+          std::ostringstream os;
+          os << "s=" << s << " n=" << n << " d=" << d << " chunk=" << chunk;
+          SCOPED_TRACE(os.str());
+          const auto cfg = config(CodecKind::rans, s, d, Norm::max, chunk);
+          Codec codec(cfg);
+          const Encoded e = encode_values(codec, to_device(roundtrip_input(n, n + s + d + chunk)), n,
+                                          qsgd::RngKey{n, s, d, chunk});
+          for (int trial = 0; trial < 6; ++trial) {
+            std::vector<std::uint64_t> w = e.words;
+            qsgd::MessageHeader h = e.h;
+            const qsgd::MessageLayout lay = qsgd::layout_of(h);
+            std::uint64_t* payload_words = w.data() + lay.payload_word;
+            std::vector<std::uint16_t> units(4 * lay.payload_words);
+            for (std::size_t k = 0; k < units.size(); ++k)
+              units[k] = static_cast<std::uint16_t>(payload_words[k / 4] >> (48 - 16 * (k % 4)));
+            std::vector<std::uint64_t> dec;
+            std::uint32_t precision = 0;
+            std::string why;
+            const std::uint64_t table_units = qsgd::detail::rans_parse_table(
+                units.data(), std::min<std::uint64_t>(units.size(), h.payload_bits / 16), 2 * s + 1, dec, precision, why);
+            ASSERT_GT(table_units, 0u) << why;
+            std::uint64_t* offsets = w.data() + lay.offsets_word;
+            if (trial == 1 || trial == 2)  // bits flipped after the table
+              for (int k = 0; k < trial; ++k) {
+                const std::uint64_t first = 16 * table_units, bits = h.payload_bits - first;
+                const std::uint64_t bit = first + rng() % bits;
+                payload_words[bit / 64] ^= std::uint64_t(1) << (63 - bit % 64);
+              }
+            if (trial == 3 && h.nchunks > 1) offsets[rng() % (h.nchunks - 1) + 1] += 16;
+            if (trial == 4 && h.nchunks > 1) offsets[rng() % (h.nchunks - 1) + 1] -= 16;
+            if (trial == 5) h.payload_bits -= 16;
+            const CW payload(payload_words, lay.payload_words);
+            const CW off(offsets, h.nchunks);
+            const CF sc(reinterpret_cast<const float*>(w.data() + lay.scales_word), lay.buckets);
+            const CW dv(dec.data(), dec.size());
+            std::vector<std::int32_t> lc(n, std::numeric_limits<std::int32_t>::min()), ll = lc;
+            std::vector<float> ac = random_acc(n, 11), al = ac;
+            const auto run = [&](auto kernel, std::vector<std::int32_t>& lv, std::vector<float>& acc) {
+              const std::uint64_t a = kernel(qsgd::detail::LevelSink<const HostI>{HostI(lv.data(), n)});
+              const std::uint64_t b = kernel(qsgd::detail::AccumulateSink<HostU>{HostU(acc.data(), n), 0.5f});
+              EXPECT_EQ(a, b) << "the two sinks saw different first bad chunks";
+              return a;
+            };
+            const std::uint64_t bad_chunk = run(
+                [&](const auto& sink) {
+                  return qsgd::detail::decode_rans(Host(), off, payload, 16 * table_units, h.payload_bits, dv,
+                                                   precision, sc, n, d, s, chunk, sink);
+                },
+                lc, ac);
+            const std::uint64_t bad_lanes = run(
+                [&](const auto& sink) {
+                  return qsgd::detail::decode_rans_lanes(Host(), off, payload, 16 * table_units, h.payload_bits, dv,
+                                                         precision, sc, n, d, s, chunk, sink);
+                },
+                ll, al);
+            ASSERT_EQ(bad_chunk, bad_lanes) << "trial " << trial;
+            if (trial == 0) {
+              ASSERT_EQ(bad_chunk, qsgd::detail::no_index);
+              ++intact_seen;
+            } else if (bad_chunk != qsgd::detail::no_index) {
+              ++corrupt_seen;
+            }
+            for (std::uint64_t i = 0; i < n; ++i) {
+              ASSERT_EQ(lc[i], ll[i]) << "trial " << trial << " i " << i;
+              ASSERT_EQ(float_bits(ac[i]), float_bits(al[i])) << "trial " << trial << " i " << i;
+            }
+          }
+        }
+  EXPECT_GT(intact_seen, 0);
+  EXPECT_GT(corrupt_seen, 100) << "too few corrupted messages were detected for the comparison to mean much";
+}
+
+// The GPU shape of the rANS encoder (encode_rans_chunks_lanes), run on the
+// host, against the thread-per-chunk encoder: the same chunk lengths and the
+// same units in every chunk's data (the scratch below a chunk's data is not
+// compared: the serial encoder leaves values there). Levels skewed towards
+// zero and spread over the whole alphabet, so lanes emit in every pattern;
+// chunks of 1 to 4096 coordinates, tails of 1 to 3 lanes.
+TEST(RansLanes, EncoderMatchesTheChunkEncoderBitForBit) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  std::mt19937_64 rng(4242);
+  for (std::uint32_t s : {1u, 16u, 127u, 4000u})
+    for (std::uint64_t n : {1ull, 7ull, 513ull, 20003ull})
+      for (std::uint32_t chunk : {1u, 6u, 64u, 4096u}) {
+        std::ostringstream os;
+        os << "s=" << s << " n=" << n << " chunk=" << chunk;
+        SCOPED_TRACE(os.str());
+        Kokkos::View<std::int32_t*, Kokkos::HostSpace> lv("lv", n);
+        std::vector<std::uint64_t> counts(2 * s + 1, 0);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          const std::uint64_t r = rng();
+          const std::int32_t mag = static_cast<std::int32_t>(r % 4 == 0 ? (r >> 8) % (s + 1) : (r >> 8) % 2);
+          lv(i) = (r >> 40) & 1 ? -mag : mag;
+          ++counts[static_cast<std::size_t>(lv(i) + static_cast<std::int32_t>(s))];
+        }
+        const qsgd::detail::RansTableHost t = qsgd::detail::rans_build_table(counts.data(), 2 * s + 1, n);
+        const Kokkos::View<const qsgd::detail::RansEncSym*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> enc(
+            t.enc.data(), t.enc.size());
+        const std::uint64_t nchunks = (n + chunk - 1) / chunk, cap = chunk + qsgd::detail::rans_state_units;
+        Kokkos::View<std::uint16_t*, Kokkos::HostSpace> sc("sc", nchunks * cap), sl("sl", nchunks * cap);
+        Kokkos::View<std::uint64_t*, Kokkos::HostSpace> lc("lc", nchunks), ll("ll", nchunks);
+        qsgd::detail::encode_rans_chunks(Host(), lv, n, s, chunk, enc, sc, lc);
+        qsgd::detail::encode_rans_chunks_lanes(Host(), lv, n, s, chunk, enc, sl, ll);
+        for (std::uint64_t c = 0; c < nchunks; ++c) {
+          ASSERT_EQ(lc(c), ll(c)) << "chunk " << c << " length";
+          ASSERT_GE(lc(c), qsgd::detail::rans_state_units);
+          for (std::uint64_t k = (c + 1) * cap - lc(c); k < (c + 1) * cap; ++k)
+            ASSERT_EQ(sc(k), sl(k)) << "chunk " << c << " unit " << k - ((c + 1) * cap - lc(c));
+        }
+      }
+}
+
 // One large vector (n = 2^20, several checksum blocks, 256 chunks) per codec.
 TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {
   const std::uint64_t n = 1u << 20;

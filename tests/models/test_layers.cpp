@@ -427,5 +427,33 @@ TEST(RowOps, ColumnSumsFollowTheDocumentedOrder) {
   EXPECT_TRUE(order_visible) << "no shape tells the documented order from a plain sum";
 }
 
+// A bias added to every row: both shapes (the host's thread per row, the
+// device's thread per element, here run on the host) give y(i, j) + b(j) for
+// every element, for rows shorter than, equal to and longer than a team and
+// one or many columns; a skipped element or a wrong column of b fails.
+TEST(RowOps, RowVectorShapesAddTheBiasToEveryElement) {
+  for (std::size_t rows : {1u, 3u, 32u, 1000u}) {
+    for (std::size_t cols : {1u, 16u, 33u}) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
+      const std::vector<double> v = test::uniform(rows * cols, -1.0, 1.0, rows + cols);
+      const std::vector<double> bias = test::uniform(cols, -1.0, 1.0, 7 * cols);
+      const auto b = test::to_device<float>(bias, cols, 1);
+      const Vec<const float> bv(b.data(), cols);
+      auto y_rows = test::to_device<float>(v, rows, cols);
+      auto y_elems = test::to_device<float>(v, rows, cols);
+      detail::add_row_vector_rows(ExecSpace(), Mat<float>(y_rows.data(), rows, cols), bv);
+      detail::add_row_vector_elements(ExecSpace(), Mat<float>(y_elems.data(), rows, cols), bv);
+      const auto got_rows = test::to_host(y_rows);
+      const auto got_elems = test::to_host(y_elems);
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+          const float want = static_cast<float>(v[i * cols + j]) + static_cast<float>(bias[j]);
+          ASSERT_EQ(static_cast<float>(got_rows[i * cols + j]), want) << "host shape, " << i << "," << j;
+          ASSERT_EQ(static_cast<float>(got_elems[i * cols + j]), want) << "device shape, " << i << "," << j;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qsgd::models

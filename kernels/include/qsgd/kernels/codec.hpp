@@ -438,9 +438,14 @@ class Codec {
       Kokkos::deep_copy(exec_, Kokkos::subview(rans_dec_, Kokkos::make_pair<std::size_t>(0, rans_dec_host_.size())),
                         Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                             rans_dec_host_.data(), rans_dec_host_.size()));
-      if (!decode_rans_host(offsets, payload, 16 * table_units, h, precision, scales, sink, bad))
-        bad = detail::decode_rans(exec_, offsets, payload, 16 * table_units, h.payload_bits, rans_dec_, precision,
-                                  scales, n, h.d, h.s, h.chunk, sink);
+      if (!decode_rans_host(offsets, payload, 16 * table_units, h, precision, scales, sink, bad)) {
+        if constexpr (detail::rans_lanes_for<ExecSpace>())  // four vector lanes per chunk on a device
+          bad = detail::decode_rans_lanes(exec_, offsets, payload, 16 * table_units, h.payload_bits, rans_dec_,
+                                          precision, scales, n, h.d, h.s, h.chunk, sink);
+        else
+          bad = detail::decode_rans(exec_, offsets, payload, 16 * table_units, h.payload_bits, rans_dec_, precision,
+                                    scales, n, h.d, h.s, h.chunk, sink);
+      }
       if (bad != detail::no_index) detail::throw_corrupt(h, "invalid rANS chunk " + std::to_string(bad));
       return h;
     }
@@ -505,6 +510,8 @@ class Codec {
       if (host)
         detail::rans_host::encode_chunks(levels.data(), n, s, chunk, rans_enc_.data(), rans_scratch_.data(),
                                          chunk_len_.data());
+      else if constexpr (detail::rans_lanes_for<ExecSpace>())  // four vector lanes per chunk on a device
+        detail::encode_rans_chunks_lanes(exec_, levels, n, s, chunk, rans_enc_, rans_scratch_, chunk_len_);
       else
         detail::encode_rans_chunks(exec_, levels, n, s, chunk, rans_enc_, rans_scratch_, chunk_len_);
       auto offsets = Kokkos::subview(out, Kokkos::make_pair(lay.offsets_word, lay.offsets_word + nchunks));

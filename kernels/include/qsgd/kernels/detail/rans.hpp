@@ -318,4 +318,222 @@ std::uint64_t decode_rans(const ExecSpace& exec, const OffView& offsets, const W
   return first_bad;
 }
 
+// The GPU shapes of the chunk kernels (encode_rans_chunks_lanes,
+// decode_rans_lanes; docs/parallelism.md): chunks per team on a device, and
+// the most teams a launch takes.
+constexpr int rans_chunks_per_team = 32;
+constexpr std::uint64_t rans_max_league = std::uint64_t(1) << 24;  // a league size is an int
+// The number of lanes set in a mask of rans_lanes bits.
+KOKKOS_INLINE_FUNCTION std::uint64_t rans_lanes_set(std::uint32_t mask) {
+  static_assert(rans_lanes == 4, "rans_lanes_set counts four bits");
+  return (mask & 1u) + ((mask >> 1) & 1u) + ((mask >> 2) & 1u) + ((mask >> 3) & 1u);
+}
+template <class ExecSpace>
+constexpr bool rans_lanes_for() {
+  return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+}
+
+/*
+ * encode_rans_chunks_lanes
+ * Purpose: encode_rans_chunks's GPU shape: the same chunk lengths and the
+ *   same units at the end of every region, with a chunk's four rANS lanes on
+ *   four vector lanes.
+ * Algorithm: a team thread per chunk, vector length rans_lanes. Rounds of
+ *   four coordinates from the chunk's last round to its first; in a round,
+ *   lane k looks up the symbol of coordinate i + k and tests its state
+ *   against the symbol's bound; the emitting lanes form a mask (a vector OR),
+ *   and lane k stores its unit at p - 1 - popcount(mask above k), where the
+ *   serial encoder, walking the round's coordinates downwards, puts it.
+ *   Then p falls by popcount(mask), and the final states go below, lane 0
+ *   lowest. Units below a chunk's data are not written (the serial encoder
+ *   leaves scratch values there; neither is read).
+ */
+template <class ExecSpace, class LView, class EncView, class UnitView, class LenView>
+void encode_rans_chunks_lanes(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t s,
+                              std::uint32_t chunk, const EncView& enc, const UnitView& scratch,
+                              const LenView& chunk_units) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using member_t = typename Policy::member_type;
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  if (nchunks == 0) return;
+  const std::uint64_t cap = std::uint64_t(chunk) + rans_state_units;
+  constexpr bool device = rans_lanes_for<ExecSpace>();
+  const int per_team = device ? rans_chunks_per_team : 1;
+  const int vector = device ? static_cast<int>(rans_lanes) : 1;
+  const std::uint64_t league = ceil_div(nchunks, static_cast<std::uint64_t>(per_team));
+  for (std::uint64_t t0 = 0; t0 < league; t0 += rans_max_league) {
+    const std::uint64_t teams = league - t0 < rans_max_league ? league - t0 : rans_max_league;
+    Kokkos::parallel_for(
+        "qsgd::encode[rans]::lanes", Policy(exec, static_cast<int>(teams), per_team, vector),
+        KOKKOS_LAMBDA(const member_t& m) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, per_team), [&](int t) {
+            const std::uint64_t c = (t0 + static_cast<std::uint64_t>(m.league_rank())) * per_team + t;
+            if (c >= nchunks) return;
+            const std::uint64_t i0 = c * chunk;
+            const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+            const std::uint64_t region_end = (c + 1) * cap;
+            std::uint64_t p = region_end;
+            std::uint32_t x[rans_lanes];
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, rans_lanes), [&](std::uint32_t k) { x[k] = rans_low; });
+            for (std::uint64_t r = ceil_div(i1 - i0, rans_lanes); r-- > 0;) {
+              const std::uint64_t i = i0 + rans_lanes * r;
+              const std::uint32_t width = i1 - i < rans_lanes ? static_cast<std::uint32_t>(i1 - i) : rans_lanes;
+              RansEncSym e[rans_lanes];
+              std::uint32_t emit = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(m, width),
+                  [&](std::uint32_t k, std::uint32_t& bits) {
+                    e[k] = enc(static_cast<std::uint32_t>(levels(i + k) + static_cast<std::int32_t>(s)));
+                    bits |= x[k] >= e[k].x_max ? (1u << k) : 0u;
+                  },
+                  Kokkos::BOr<std::uint32_t>(emit));
+              Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, width), [&](std::uint32_t k) {
+                std::uint32_t xs = x[k];
+                if ((emit >> k) & 1u) {
+                  scratch(p - 1 - rans_lanes_set(emit & ~((2u << k) - 1u))) = static_cast<std::uint16_t>(xs & 0xFFFFu);
+                  xs >>= 16;
+                }
+                x[k] = rans_advance(xs, e[k]);
+              });
+              p -= rans_lanes_set(emit);
+            }
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, rans_lanes), [&](std::uint32_t k) {
+              const std::uint64_t below = p - 2 * (rans_lanes - k);  // lane 0 lowest, low half first
+              scratch(below) = static_cast<std::uint16_t>(x[k] & 0xFFFFu);
+              scratch(below + 1) = static_cast<std::uint16_t>(x[k] >> 16);
+            });
+            Kokkos::single(Kokkos::PerThread(m), [&]() { chunk_units(c) = region_end - (p - rans_state_units); });
+          });
+        });
+  }
+}
+
+/*
+ * decode_rans_lanes
+ * Purpose: decode_rans's GPU shape: the same checks, levels, sink calls and
+ *   first bad chunk, with the four rANS lanes of a chunk on four vector lanes
+ *   instead of one thread walking the chunk's coordinates.
+ * Algorithm: a team thread per chunk (rans_chunks_per_team of them per team),
+ *   vector length rans_lanes. Per round of four coordinates, lane k decodes
+ *   coordinate i + k from its own state; the lanes whose state fell below
+ *   2^15 form a bit mask (a vector OR, seen by every lane), and lane k reads
+ *   unit p + popcount(mask below k), as the serial decoder reads them in
+ *   coordinate order. A lane puts its level only if every read up to and
+ *   including its own stays inside the chunk (the serial decoder stops at
+ *   the first read past the end), then p advances by popcount(mask).
+ *   Per-lane arrays (states, bucket ends, units) are indexed by the lane:
+ *   on a device each lane keeps its own copy and uses its own entry; on the
+ *   host a team has one thread that runs the four lanes one after the other
+ *   over one shared copy, so the same code gives the same bits on both
+ *   (tested on the host).
+ * Cost: the payload once and one table entry per coordinate; the serial
+ *   chain per vector lane is a quarter of the chunk.
+ */
+template <class ExecSpace, class OffView, class WordView, class DecView, class ScaleView, class Sink>
+std::uint64_t decode_rans_lanes(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                                std::uint64_t first_bit, std::uint64_t payload_bits, const DecView& dec,
+                                std::uint32_t precision, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
+                                std::uint32_t s, std::uint32_t chunk, const Sink& sink) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using member_t = typename Policy::member_type;
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  std::uint64_t first_bad = no_index;
+  if (nchunks == 0) return first_bad;
+  const std::uint32_t mask = (1u << precision) - 1;
+  constexpr bool device = rans_lanes_for<ExecSpace>();
+  const int per_team = device ? rans_chunks_per_team : 1;
+  const int vector = device ? static_cast<int>(rans_lanes) : 1;
+  const std::uint64_t league = ceil_div(nchunks, static_cast<std::uint64_t>(per_team));
+  for (std::uint64_t t0 = 0; t0 < league; t0 += rans_max_league) {
+    const std::uint64_t teams = league - t0 < rans_max_league ? league - t0 : rans_max_league;
+    std::uint64_t slice_bad = no_index;
+    Kokkos::parallel_reduce(
+        "qsgd::decode[rans]::lanes", Policy(exec, static_cast<int>(teams), per_team, vector),
+        KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
+          std::uint64_t team_bad = no_index;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(m, per_team),
+              [&](int t, std::uint64_t& tb) {
+                const std::uint64_t c = (t0 + static_cast<std::uint64_t>(m.league_rank())) * per_team + t;
+                if (c >= nchunks) return;
+                const std::uint64_t i0 = c * chunk;
+                const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+                const std::uint64_t start = offsets(c);
+                const std::uint64_t end = c + 1 < nchunks ? offsets(c + 1) : payload_bits;
+                if ((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) ||
+                    (end & 15) || end - start < 16 * std::uint64_t(rans_state_units)) {
+                  if (c < tb) tb = c;
+                  return;
+                }
+                const std::uint64_t p0 = start >> 4;
+                const std::uint64_t pend = end >> 4;
+                std::uint32_t x[rans_lanes];
+                std::uint64_t bend[rans_lanes];
+                LevelUnit unit[rans_lanes];
+                std::uint32_t bad_states = 0;
+                Kokkos::parallel_reduce(
+                    Kokkos::ThreadVectorRange(m, rans_lanes),
+                    [&](std::uint32_t k, std::uint32_t& b) {
+                      x[k] = rans_unit(payload, p0 + 2 * k) | (rans_unit(payload, p0 + 2 * k + 1) << 16);
+                      b += x[k] >= rans_low && x[k] < (rans_low << 16) ? 0u : 1u;
+                      bend[k] = i0;  // the first coordinate of each lane looks its bucket up
+                    },
+                    bad_states);
+                bool ok = bad_states == 0;
+                std::uint64_t p = p0 + rans_state_units;
+                for (std::uint64_t i = i0; ok && i < i1; i += rans_lanes) {
+                  const std::uint32_t width = i1 - i < rans_lanes ? static_cast<std::uint32_t>(i1 - i) : rans_lanes;
+                  std::uint64_t e[rans_lanes];
+                  std::uint32_t low = 0;
+                  Kokkos::parallel_reduce(
+                      Kokkos::ThreadVectorRange(m, width),
+                      [&](std::uint32_t k, std::uint32_t& bits) {
+                        const std::uint32_t xs = x[k];
+                        e[k] = dec(xs & mask);
+                        const std::uint32_t next = static_cast<std::uint32_t>(e[k] >> 32) * (xs >> precision) +
+                                                   static_cast<std::uint32_t>((e[k] >> 16) & 0xFFFFu);
+                        bits |= next < rans_low ? (1u << k) : 0u;
+                      },
+                      Kokkos::BOr<std::uint32_t>(low));
+                  Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, width), [&](std::uint32_t k) {
+                    const std::uint32_t below = low & ((1u << k) - 1u);
+                    const std::uint32_t mine = (low >> k) & 1u;
+                    const std::uint64_t q = p + rans_lanes_set(below);
+                    if (q + mine > pend) return;  // a read up to this lane passes the chunk's end
+                    std::uint32_t xs = x[k];
+                    xs = static_cast<std::uint32_t>(e[k] >> 32) * (xs >> precision) +
+                         static_cast<std::uint32_t>((e[k] >> 16) & 0xFFFFu);
+                    if (mine) xs = (xs << 16) | rans_unit(payload, q);
+                    x[k] = xs;
+                    const std::uint64_t ik = i + k;
+                    if (ik >= bend[k]) {
+                      const std::uint64_t b = ik / d;
+                      bend[k] = (b + 1) * d;
+                      unit[k] = LevelUnit(scales(b), s);
+                    }
+                    sink.put(ik, static_cast<std::int32_t>(e[k] & 0xFFFFu) - static_cast<std::int32_t>(s), unit[k]);
+                  });
+                  const std::uint64_t reads = rans_lanes_set(low);
+                  if (p + reads > pend) ok = false;
+                  p += reads;
+                }
+                std::uint32_t off_state = 0;
+                Kokkos::parallel_reduce(
+                    Kokkos::ThreadVectorRange(m, rans_lanes),
+                    [&](std::uint32_t k, std::uint32_t& b) { b += x[k] == rans_low ? 0u : 1u; }, off_state);
+                if (!ok || off_state != 0 || p != pend) {
+                  if (c < tb) tb = c;
+                }
+              },
+              Kokkos::Min<std::uint64_t>(team_bad));
+          Kokkos::single(Kokkos::PerTeam(m), [&]() {
+            if (team_bad < bad) bad = team_bad;
+          });
+        },
+        Kokkos::Min<std::uint64_t>(slice_bad));
+    if (slice_bad < first_bad) first_bad = slice_bad;
+  }
+  return first_bad;
+}
+
 }  // namespace qsgd::detail

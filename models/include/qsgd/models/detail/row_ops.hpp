@@ -22,21 +22,46 @@ void fill(const Mat<S>& m, S value) {
   fill(Vec<S>(m.data(), m.size()), value);
 }
 
-// Purpose: y(i, j) += b(j) (bias of a dense or conv layer).
-// Algorithm: one team per row, threads across the row (coalesced on a GPU,
-//   a vectorizable loop on the host).
+// y(i, j) += b(j), the host shape: a thread per row walking its columns (a
+// vectorizable loop).
+template <class E, class S>
+void add_row_vector_rows(const E& exec, const Mat<S>& y, const Vec<const S>& b) {
+  const std::size_t cols = y.extent(1);
+  Kokkos::parallel_for(
+      QSGD_MODELS_LABEL("add_row_vector"), Kokkos::RangePolicy<E>(exec, 0, y.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i) {
+        for (std::size_t j = 0; j < cols; ++j) y(i, j) += b(j);
+      });
+}
+
+// The device shape: a thread per element, consecutive threads on
+// consecutive columns of a row (coalesced; no idle lanes when a row is
+// shorter than a team, as conv1's 16 columns are).
+template <class E, class S>
+void add_row_vector_elements(const E& exec, const Mat<S>& y, const Vec<const S>& b) {
+  const std::size_t cols = y.extent(1);
+  if (cols == 0) return;
+  Kokkos::parallel_for(
+      QSGD_MODELS_LABEL("add_row_vector"), Kokkos::RangePolicy<E>(exec, 0, y.extent(0) * cols),
+      KOKKOS_LAMBDA(std::size_t k) {
+        const std::size_t i = k / cols;
+        const std::size_t j = k - i * cols;
+        y(i, j) += b(j);
+      });
+}
+
+// Purpose: y(i, j) += b(j) (bias of a dense or conv layer); one rounded
+//   addition per element, so both shapes give the same bits.
+// Algorithm: the host shape where the host can reach the memory, the
+//   device shape otherwise.
 // Cost: reads rows*cols + cols values, writes rows*cols.
 // Requirements: b.extent(0) == y.extent(1).
 template <class S>
 void add_row_vector(const Mat<S>& y, const Vec<const S>& b) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const int cols = static_cast<int>(y.extent(1));
-  Kokkos::parallel_for(
-      QSGD_MODELS_LABEL("add_row_vector"), Policy(static_cast<int>(y.extent(0)), Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int i = team.league_rank();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int j) { y(i, j) += b(j); });
-      });
+  if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
+    add_row_vector_rows(ExecSpace(), y, b);
+  else
+    add_row_vector_elements(ExecSpace(), y, b);
 }
 
 // The order of a column sum, the same on every backend: lane l (of
