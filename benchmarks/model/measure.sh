@@ -17,11 +17,17 @@
 #                         allreduce and 4-bit QSGD with allgather and scatter-reduce
 #   compute/              the same models' K = 1 fp32 runs, K copies at once (K = 1, 2, 3, 4):
 #                         the compute of a rank when K ranks share the cores
+#   signs/round-R/        only with --parts signs (not a default part): the break-even
+#                         check repeated, R = 1..--rounds (default 5): MLP and CNN at
+#                         K = 4 on each --step-rates link, fp32 ring and 4-bit QSGD
+#                         with allgather and scatter-reduce, the three of a model and
+#                         rate back to back (qsgd-model validate --signs reads it)
 #   links.json            the tbf burst of every rate (netlab.sh --burst-of)
 #   machine.json          CPU, cores, compiler, MPI
 #
 #   benchmarks/model/measure.sh OUT [--rates unshaped,10gbit,1gbit,100mbit] [--ks 2,3,4]
 #                                   [--step-rates 10gbit,1gbit] [--parts exchange,steps,compute]
+#                                   [--rounds R]
 #
 # About 25 minutes. A run of some --parts makes a directory with only
 # those parts (development). Needs root (network namespaces) and the release build.
@@ -34,12 +40,14 @@ rates=unshaped,10gbit,1gbit,100mbit
 ks=2,3,4
 step_rates=10gbit,1gbit
 parts=exchange,steps,compute
+rounds=5
 while [ $# -gt 0 ]; do
   case "$1" in
     --rates) rates="$2"; shift 2 ;;
     --ks) ks="$2"; shift 2 ;;
     --step-rates) step_rates="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     *) echo "measure.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +59,7 @@ done
 . "$root/scripts/openmpi-env.sh"
 rm -rf "${out:?}"
 mkdir -p "$out"
-echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step_rates --parts $parts  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" rev-parse --short HEAD)" \
+echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step_rates --parts $parts --rounds $rounds  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" rev-parse --short HEAD)" \
   > "$out/COMMAND"
 "$root/benchmarks/report/machine-info" > "$out/machine.json"
 
@@ -115,5 +123,26 @@ if has_part compute; then
       for p in "${pids[@]}"; do wait "$p"; done
       echo "compute: ${margs[0]}, $k copies at once" >&2
     done
+  done
+fi
+
+if has_part signs; then
+  # The speedups behind the break-even signs, measured again and again: one
+  # pair of runs minutes apart differed by more than the 1% that decides a
+  # sign (docs/model.md). Each round runs, per link rate and model, the fp32
+  # ring and both 4-bit strategies back to back, so every round's speedup
+  # compares runs seconds apart; the rounds show the spread.
+  sweep="$root/benchmarks/scaling/qsgd-sweep"
+  k_max="${ks##*,}"
+  IFS=, read -r -a srate_list <<< "$step_rates"
+  for r in $(seq 1 "$rounds"); do
+    for rate in "${srate_list[@]}"; do
+      for m in "mlp --widths 784,2048,2048,10 --steps 16" "cnn --steps 12"; do
+        read -r -a margs <<< "$m"
+        "$sweep" --out "$out/signs/round-$r" --configs fp32,4bit --strategies allgather,scatter-reduce \
+          --eval-limit 200 --no-plots --model "${margs[@]}" --ranks "$k_max" --link "$rate"
+      done
+    done
+    echo "signs: round $r of $rounds done" >&2
   done
 fi

@@ -568,6 +568,23 @@ def break_even(cluster, parameters, batch, k, strategy, codec, bits, ref, lo=0.0
                       lambda g: project_step(cluster, parameters, batch, k, g, strategy, codec, bits)[0], lo, hi)
 
 
+def sign_verdict(predicted_speedup, measured_speedups):
+    """A predicted break-even sign against repeated measurements of the same
+    speedup: "agrees" when every measurement is on the predicted side of
+    1 + PAYS (pays or not), "differs" when every one is on the other side,
+    "within noise" when they fall on both (the runs' spread is larger than
+    the difference the sign asks about)."""
+    if not measured_speedups:
+        raise ValueError("no measured speedup to judge the sign by")
+    pays = predicted_speedup > 1.0 + PAYS
+    above = sum(m > 1.0 + PAYS for m in measured_speedups)
+    if above == (len(measured_speedups) if pays else 0):
+        return "agrees"
+    if above == (0 if pays else len(measured_speedups)):
+        return "differs"
+    return "within noise"
+
+
 def pays_below(ref_time, time, lo=0.01, hi=1.0e5):
     """The link rate (Gbit/s) below which time(rate) is at least 1% under
     ref_time(rate): None when it is at every rate up to `hi`, 0 when at none

@@ -41,6 +41,9 @@
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
 #                     then its validation table (~25 min)
+#     model-signs     the break-even signs of the model table measured again: 5 rounds of
+#                     K = 4 runs (measure.sh --parts signs), judged by qsgd-model validate
+#                     results/reference/model --signs (~15 min; after the model table)
 #     model-projection  qsgd-model project on benchmarks/model/params/h200-cluster.json: the
 #                     projection (JSON, text) and its heat map (PNG) (~5 s)
 #   (default: all but tta, accuracy, feedback and powersgd)
@@ -57,7 +60,7 @@ net="$root/benchmarks/scaling/netlab.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale shared-scale-common
-  shared-scale-bound sweep mlp-step algorithms model model-projection)
+  shared-scale-bound sweep mlp-step algorithms model model-signs model-projection)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -163,6 +166,10 @@ for t in "${tables[@]}"; do
     model)
       benchmarks/model/measure.sh "$ref/$t"   # writes its own COMMAND and machine.json
       benchmarks/model/qsgd-model validate "$ref/$t" > "$ref/$t/validation.txt" ;;
+    model-signs)
+      benchmarks/model/measure.sh "$ref/$t" --parts signs   # writes its own COMMAND and machine.json
+      benchmarks/model/qsgd-model validate "$ref/model" --signs "$ref/$t" --json "$ref/$t/signs.json" \
+        > "$ref/$t/validation.txt" ;;
     model-projection)
       fresh "$t"
       benchmarks/model/qsgd-model project benchmarks/model/params/h200-cluster.json --json "$ref/$t/projection.json" \

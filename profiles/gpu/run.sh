@@ -9,7 +9,7 @@
 # on the host: the dry run that tests/profiles checks.
 #
 #   run.sh [--quick] [--ranks K] [--no-nsys] [OUT_DIR]      (default ./gpu-results)
-#     --quick     small sizes (kernels at n = 2^20, trainer MLP 784-256-10,
+#     --quick     small sizes (kernels at n = 2^20, one short run each; trainer MLP 784-256-10,
 #                 12 steps): the dry run; default n = 2^26 and MLP
 #                 784-4096-4096-10 (20.0 M parameters), 60 steps
 #     --ranks K   ranks of the multi-rank trainer runs (default: the GPU
@@ -70,12 +70,13 @@ for t in test_quantize test_codecs test_message test_stats test_backends; do
 done
 grep -m 1 '^device space' "$out/test_backends.log"
 
-n=67108864
-[ "$quick" = 1 ] && n=1048576
+n=67108864 reps=(--benchmark_repetitions=5)
+# --quick (the dry run): one short measurement per kernel, enough to make the table.
+[ "$quick" = 1 ] && n=1048576 reps=(--benchmark_repetitions=1 --benchmark_min_time=0.05)
 echo "== kernel benchmarks (n = $n; the first launch of each kernel loads its code)"
 "$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
   --benchmark_filter='^(memcpy/kokkos|quantize|encode/(fixed|elias-dense|rans)|decode_accumulate/(fixed|elias-dense|rans)|checksum)/' \
-  --benchmark_repetitions=5 --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json \
+  "${reps[@]}" --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json \
   > "$out/bench_kernels.log" 2>&1 || fail "qsgd-bench-kernels (see $out/bench_kernels.log)"
 "$here/bin/qsgd-codec-report" --json > "$out/codec_report.json" 2> "$out/codec_report.log" || fail "qsgd-codec-report"
 if python3 "$here/summarize.py" "$out/bench_kernels.json" > "$out/summary.txt"; then

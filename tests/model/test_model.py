@@ -216,6 +216,22 @@ class Steps(unittest.TestCase):
         self.assertAlmostEqual(total, cpu, places=12)
 
 
+class Signs(unittest.TestCase):
+    def test_a_sign_agrees_only_when_every_round_is_on_the_predicted_side(self):
+        self.assertEqual(qm.sign_verdict(1.20, [1.15, 1.30, 1.02]), "agrees")
+        self.assertEqual(qm.sign_verdict(1.20, [1.15, 1.30, 1.005]), "within noise")
+        self.assertEqual(qm.sign_verdict(1.20, [0.97, 1.00]), "differs")
+
+    def test_a_sign_that_does_not_pay_agrees_at_or_below_one_percent(self):
+        self.assertEqual(qm.sign_verdict(1.00, [0.95, 1.01, 0.99]), "agrees")
+        self.assertEqual(qm.sign_verdict(1.005, [1.02, 0.98]), "within noise")
+        self.assertEqual(qm.sign_verdict(0.90, [1.05, 1.02]), "differs")
+
+    def test_no_measurement_is_an_error(self):
+        with self.assertRaises(ValueError):
+            qm.sign_verdict(1.2, [])
+
+
 class Calibration(unittest.TestCase):
     SIZES = [1 << e for e in range(14, 25, 2)]   # 16 Ki .. 16 Mi floats
 
@@ -327,6 +343,35 @@ class Command(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(out) as f:
                 return r, json.load(f)
+
+    def test_validate_judges_signs_measured_in_rounds(self):
+        """--signs reads rounds of K = 4 runs: here the committed K = 4 step
+        traces copied as two identical rounds, so each sign's median and range
+        equal the single measured speedup, and the verdict follows it."""
+        import shutil
+        with tempfile.TemporaryDirectory() as tmp:
+            steps = os.path.join(self.DATA, "steps")
+            for r in ("round-1", "round-2"):
+                dst = os.path.join(tmp, "signs", r)
+                os.makedirs(dst)
+                for f in os.listdir(steps):
+                    if "-K4-" in f and f.endswith(".h5") and ("allreduce-fp32" in f or "-4bit" in f):
+                        shutil.copy(os.path.join(steps, f), dst)
+            _, doc = self.run_json("validate", self.DATA, "--signs", tmp)
+        even = {(b["model"], b["config"], x["rate"]): x for b in doc["break_even"] for x in b["at_measured_rates"]}
+        self.assertEqual(len(doc["signs"]), len(even))
+        for x in doc["signs"]:
+            one = even[(x["model"], x["config"], x["rate"])]
+            self.assertEqual(x["rounds"], 2)
+            self.assertAlmostEqual(x["measured_min"], one["measured_speedup"], places=9)
+            self.assertAlmostEqual(x["measured_max"], one["measured_speedup"], places=9)
+            self.assertEqual(x["verdict"], "agrees" if one["agree"] else "differs")
+
+    def test_validate_without_a_signs_directory_is_an_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = self.run_model("validate", self.DATA, "--signs", tmp)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no signs/ directory", r.stderr)
 
     def test_validate_predicts_every_committed_row(self):
         r, doc = self.run_json("validate", self.DATA)

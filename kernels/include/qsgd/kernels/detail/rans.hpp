@@ -332,6 +332,22 @@ template <class ExecSpace>
 constexpr bool rans_lanes_for() {
   return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
 }
+// The launches of a lane kernel over nchunks chunks: per_team chunks and
+// `vector` lanes per team thread (one of each on the host), the league in
+// slices of at most rans_max_league teams.
+template <class ExecSpace>
+struct RansLaneLaunch {
+  static constexpr bool device = rans_lanes_for<ExecSpace>();
+  static constexpr int per_team = device ? rans_chunks_per_team : 1;
+  static constexpr int vector = device ? static_cast<int>(rans_lanes) : 1;
+  std::uint64_t league;
+  explicit RansLaneLaunch(std::uint64_t nchunks) : league(ceil_div(nchunks, static_cast<std::uint64_t>(per_team))) {}
+  // The slice of teams that starts at team t0.
+  Kokkos::TeamPolicy<ExecSpace> slice(const ExecSpace& exec, std::uint64_t t0) const {
+    const std::uint64_t teams = league - t0 < rans_max_league ? league - t0 : rans_max_league;
+    return Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(teams), per_team, vector);
+  }
+};
 
 /*
  * encode_rans_chunks_lanes
@@ -352,19 +368,16 @@ template <class ExecSpace, class LView, class EncView, class UnitView, class Len
 void encode_rans_chunks_lanes(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t s,
                               std::uint32_t chunk, const EncView& enc, const UnitView& scratch,
                               const LenView& chunk_units) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using member_t = typename Policy::member_type;
+  using Launch = RansLaneLaunch<ExecSpace>;
+  using member_t = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::uint64_t nchunks = ceil_div(n, chunk);
   if (nchunks == 0) return;
   const std::uint64_t cap = std::uint64_t(chunk) + rans_state_units;
-  constexpr bool device = rans_lanes_for<ExecSpace>();
-  const int per_team = device ? rans_chunks_per_team : 1;
-  const int vector = device ? static_cast<int>(rans_lanes) : 1;
-  const std::uint64_t league = ceil_div(nchunks, static_cast<std::uint64_t>(per_team));
-  for (std::uint64_t t0 = 0; t0 < league; t0 += rans_max_league) {
-    const std::uint64_t teams = league - t0 < rans_max_league ? league - t0 : rans_max_league;
+  const Launch launch(nchunks);
+  const int per_team = Launch::per_team;
+  for (std::uint64_t t0 = 0; t0 < launch.league; t0 += rans_max_league) {
     Kokkos::parallel_for(
-        "qsgd::encode[rans]::lanes", Policy(exec, static_cast<int>(teams), per_team, vector),
+        "qsgd::encode[rans]::lanes", launch.slice(exec, t0),
         KOKKOS_LAMBDA(const member_t& m) {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, per_team), [&](int t) {
             const std::uint64_t c = (t0 + static_cast<std::uint64_t>(m.league_rank())) * per_team + t;
@@ -434,21 +447,18 @@ std::uint64_t decode_rans_lanes(const ExecSpace& exec, const OffView& offsets, c
                                 std::uint64_t first_bit, std::uint64_t payload_bits, const DecView& dec,
                                 std::uint32_t precision, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
                                 std::uint32_t s, std::uint32_t chunk, const Sink& sink) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using member_t = typename Policy::member_type;
+  using Launch = RansLaneLaunch<ExecSpace>;
+  using member_t = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::uint64_t nchunks = ceil_div(n, chunk);
   std::uint64_t first_bad = no_index;
   if (nchunks == 0) return first_bad;
   const std::uint32_t mask = (1u << precision) - 1;
-  constexpr bool device = rans_lanes_for<ExecSpace>();
-  const int per_team = device ? rans_chunks_per_team : 1;
-  const int vector = device ? static_cast<int>(rans_lanes) : 1;
-  const std::uint64_t league = ceil_div(nchunks, static_cast<std::uint64_t>(per_team));
-  for (std::uint64_t t0 = 0; t0 < league; t0 += rans_max_league) {
-    const std::uint64_t teams = league - t0 < rans_max_league ? league - t0 : rans_max_league;
+  const Launch launch(nchunks);
+  const int per_team = Launch::per_team;
+  for (std::uint64_t t0 = 0; t0 < launch.league; t0 += rans_max_league) {
     std::uint64_t slice_bad = no_index;
     Kokkos::parallel_reduce(
-        "qsgd::decode[rans]::lanes", Policy(exec, static_cast<int>(teams), per_team, vector),
+        "qsgd::decode[rans]::lanes", launch.slice(exec, t0),
         KOKKOS_LAMBDA(const member_t& m, std::uint64_t& bad) {
           std::uint64_t team_bad = no_index;
           Kokkos::parallel_reduce(
