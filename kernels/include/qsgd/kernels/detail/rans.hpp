@@ -241,6 +241,15 @@ void write_rans_chunks(const ExecSpace& exec, std::uint64_t nchunks, std::uint32
       });
 }
 
+// Chunk c's bits [start, end) as its offsets give them: in order, inside the
+// payload, whole units, the first chunk right after the table, and room for
+// the final states. Shared by both decoder shapes.
+KOKKOS_INLINE_FUNCTION bool rans_chunk_span_ok(std::uint64_t c, std::uint64_t start, std::uint64_t end,
+                                               std::uint64_t first_bit, std::uint64_t payload_bits) {
+  return !((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) || (end & 15) ||
+           end - start < 16 * std::uint64_t(rans_state_units));
+}
+
 /*
  * decode_rans
  * Purpose: decode and validate every chunk in parallel, handing levels to the sink.
@@ -268,8 +277,7 @@ std::uint64_t decode_rans(const ExecSpace& exec, const OffView& offsets, const W
         const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
         const std::uint64_t start = offsets(c);
         const std::uint64_t end = c + 1 < nchunks ? offsets(c + 1) : payload_bits;
-        if ((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) || (end & 15) ||
-            end - start < 16 * std::uint64_t(rans_state_units)) {
+        if (!rans_chunk_span_ok(c, start, end, first_bit, payload_bits)) {
           if (c < bad) bad = c;
           return;
         }
@@ -470,8 +478,7 @@ std::uint64_t decode_rans_lanes(const ExecSpace& exec, const OffView& offsets, c
                 const std::uint64_t i1 = i0 + chunk < n ? i0 + chunk : n;
                 const std::uint64_t start = offsets(c);
                 const std::uint64_t end = c + 1 < nchunks ? offsets(c + 1) : payload_bits;
-                if ((c == 0 && start != first_bit) || start > end || end > payload_bits || (start & 15) ||
-                    (end & 15) || end - start < 16 * std::uint64_t(rans_state_units)) {
+                if (!rans_chunk_span_ok(c, start, end, first_bit, payload_bits)) {
                   if (c < tb) tb = c;
                   return;
                 }
