@@ -1253,6 +1253,68 @@ TEST(RansLanes, EncoderMatchesTheChunkEncoderBitForBit) {
       }
 }
 
+// The Elias encoder's GPU shape (plan_elias_teams, write_elias_teams: a team
+// per chunk, elias_parts parts) against the thread-per-chunk kernels, run
+// here on the host, where one thread walks a chunk's parts in order: the same
+// chunk lengths, offsets and payload words for both codes. Both payloads
+// start filled with ones, so a shared word that nobody zeroed shows.
+TEST(EliasTeams, PlanAndWriteMatchTheChunkKernelsBitForBit) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using W = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
+  std::mt19937_64 rng(77);
+  W omt("omega", qsgd::detail::omega_table_size);
+  qsgd::detail::fill_omega_table(Host(), omt);
+  const qsgd::detail::OmegaTable<W> om{omt};
+  for (std::uint32_t s : {1u, 16u, 4095u, 70000u}) {
+    const std::uint32_t ts = std::min(s, qsgd::detail::dense_encode_max_s);
+    W dtab("dense", 2 * ts + 2);
+    qsgd::detail::fill_dense_encode_table(Host(), dtab, s);
+    const qsgd::detail::DenseCodewords<W> dc{dtab, ts, 4 * qsgd::detail::dense_encode_max_len(s) <= 63};
+    for (std::uint64_t n : {1ull, 7ull, 100ull, 4113ull, 9001ull})
+      for (std::uint32_t chunk : {1u, 6u, 64u, 4096u, 5000u})
+        for (int density : {0, 1, 2}) {  // all zero; one non-zero in 50; every coordinate drawn
+          std::ostringstream os;
+          os << "s=" << s << " n=" << n << " chunk=" << chunk << " density=" << density;
+          SCOPED_TRACE(os.str());
+          Kokkos::View<std::int32_t*, Kokkos::HostSpace> lv("lv", n);
+          for (std::uint64_t i = 0; i < n; ++i) {
+            const std::uint64_t r = rng();
+            const bool drawn = density == 2 || (density == 1 && r % 50 == 0);
+            const auto mag = static_cast<std::int32_t>((r >> 8) % 4 == 0 ? (r >> 12) % (s + 1) : 1 + (r >> 12) % 2);
+            lv(i) = !drawn ? 0 : (r >> 40) & 1 ? -std::min<std::int32_t>(mag, s) : std::min<std::int32_t>(mag, s);
+          }
+          const std::uint64_t nchunks = (n + chunk - 1) / chunk;
+          for (bool sparse : {true, false}) {
+            W off_c("off_c", nchunks), off_t("off_t", nchunks), len_c("len_c", nchunks), len_t("len_t", nchunks);
+            const std::uint64_t bits_c =
+                sparse ? qsgd::detail::plan_elias<true>(Host(), lv, n, chunk, off_c, len_c, om)
+                       : qsgd::detail::plan_elias<false>(Host(), lv, n, chunk, off_c, len_c, dc);
+            const std::uint64_t bits_t =
+                sparse ? qsgd::detail::plan_elias_teams<true>(Host(), lv, n, chunk, off_t, len_t, om)
+                       : qsgd::detail::plan_elias_teams<false>(Host(), lv, n, chunk, off_t, len_t, dc);
+            ASSERT_EQ(bits_c, bits_t) << (sparse ? "sparse" : "dense");
+            for (std::uint64_t c = 0; c < nchunks; ++c) {
+              ASSERT_EQ(len_c(c), len_t(c)) << "chunk " << c;
+              ASSERT_EQ(off_c(c), off_t(c)) << "chunk " << c;
+            }
+            const std::uint64_t words = (bits_c + 63) / 64;
+            W pc("pc", words), pt("pt", words);
+            Kokkos::deep_copy(pc, ~std::uint64_t(0));
+            Kokkos::deep_copy(pt, ~std::uint64_t(0));
+            if (sparse) {
+              qsgd::detail::write_elias<true>(Host(), lv, n, chunk, off_c, len_c, pc, om);
+              qsgd::detail::write_elias_teams<true>(Host(), lv, n, chunk, off_t, len_t, pt, om);
+            } else {
+              qsgd::detail::write_elias<false>(Host(), lv, n, chunk, off_c, len_c, pc, dc);
+              qsgd::detail::write_elias_teams<false>(Host(), lv, n, chunk, off_t, len_t, pt, dc);
+            }
+            for (std::uint64_t w = 0; w < words; ++w)
+              ASSERT_EQ(pc(w), pt(w)) << (sparse ? "sparse" : "dense") << " word " << w;
+          }
+        }
+  }
+}
+
 // One large vector (n = 2^20, several checksum blocks, 256 chunks) per codec.
 TEST(QuantizedRoundTripLarge, OneMillionCoordinates) {
   const std::uint64_t n = 1u << 20;

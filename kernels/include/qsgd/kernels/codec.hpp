@@ -173,9 +173,16 @@ class Codec {
         h.payload_bits = detail::scan_chunk_lengths(exec_, chunk_len_, offsets, nchunks);
       }
     }
-    if (!host_path)
+    constexpr bool teams = detail::use_device_shapes<ExecSpace>();  // a team per chunk on a device
+    if (host_path) {
+      // planned above
+    } else if constexpr (teams) {
+      h.payload_bits = sparse ? detail::plan_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
+                              : detail::plan_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
+    } else {
       h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
                               : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
+    }
     lay = layout_of(h);
     if (lay.total_words > cap)
       throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(cap * 8) +
@@ -185,10 +192,16 @@ class Codec {
     if (host_path) {
       if (detail::simd::elias_dense_write(levels.data(), n, c.s, payload.data()) != h.payload_bits)
         throw std::logic_error("encode: the Elias dense host path wrote other bits than it planned");
-    } else if (sparse)
+    } else if constexpr (teams) {
+      if (sparse)
+        detail::write_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
+      else
+        detail::write_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
+    } else if (sparse) {
       detail::write_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
-    else
+    } else {
       detail::write_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
+    }
     copy_scales_from(lay, out, q);
     return seal(h, out);
   }
@@ -439,7 +452,7 @@ class Codec {
                         Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                             rans_dec_host_.data(), rans_dec_host_.size()));
       if (!decode_rans_host(offsets, payload, 16 * table_units, h, precision, scales, sink, bad)) {
-        if constexpr (detail::rans_lanes_for<ExecSpace>())  // four vector lanes per chunk on a device
+        if constexpr (detail::use_device_shapes<ExecSpace>())  // four vector lanes per chunk on a device
           bad = detail::decode_rans_lanes(exec_, offsets, payload, 16 * table_units, h.payload_bits, rans_dec_,
                                           precision, scales, n, h.d, h.s, h.chunk, sink);
         else
@@ -510,7 +523,7 @@ class Codec {
       if (host)
         detail::rans_host::encode_chunks(levels.data(), n, s, chunk, rans_enc_.data(), rans_scratch_.data(),
                                          chunk_len_.data());
-      else if constexpr (detail::rans_lanes_for<ExecSpace>())  // four vector lanes per chunk on a device
+      else if constexpr (detail::use_device_shapes<ExecSpace>())  // four vector lanes per chunk on a device
         detail::encode_rans_chunks_lanes(exec_, levels, n, s, chunk, rans_enc_, rans_scratch_, chunk_len_);
       else
         detail::encode_rans_chunks(exec_, levels, n, s, chunk, rans_enc_, rans_scratch_, chunk_len_);

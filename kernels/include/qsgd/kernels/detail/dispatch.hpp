@@ -5,6 +5,7 @@
 // every reduction whose order could matter uses the same fixed order in both.
 
 #include <Kokkos_Core.hpp>
+#include <cstdint>
 #include <type_traits>
 
 namespace qsgd::detail {
@@ -17,6 +18,18 @@ constexpr bool use_host_loops() {
   return false;
 #endif
 }
+
+// The GPU shapes of the per-group and per-chunk kernels (team per group or
+// chunk, lanes per coordinate; docs/parallelism.md) run on the spaces the
+// host cannot access; host spaces keep a work item per group or chunk and
+// their SIMD paths. Both shapes write the same bits (tested on the host).
+template <class ExecSpace>
+constexpr bool use_device_shapes() {
+  return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+}
+// Teams per launch of those kernels: a league size is an int, and Kokkos 3.4
+// computes a team reduce's league x team size in 32 bits on Cuda.
+constexpr std::uint64_t max_league = std::uint64_t(1) << 24;
 
 // Rank-1 Views in LayoutLeft or LayoutRight are plain arrays: the host loops
 // index their data() pointer directly so the compiler sees simple strides.

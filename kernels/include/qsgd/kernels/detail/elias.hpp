@@ -13,6 +13,7 @@
 
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/bitstream.hpp"
+#include "qsgd/kernels/detail/dispatch.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd::detail {
@@ -164,23 +165,43 @@ struct DenseCodewords {
   }
 };
 
+// The sparse code's coordinates [i0, i1) of a chunk: their non-zeros'
+// bits except the first one's gap, which runs from a non-zero before i0
+// (its bits are lead_bits(prev)).
+struct SparseRun {
+  std::uint64_t bits = 0;   // sign and magnitude of every non-zero, the gaps after the first
+  std::uint64_t count = 0;  // non-zeros
+  std::uint64_t first = 0, last = 0;  // the first and last non-zero (when count > 0)
+  template <class Table>
+  KOKKOS_INLINE_FUNCTION std::uint64_t lead_bits(std::uint64_t prev, const Table& om) const {
+    return count > 0 ? om.length(first - prev) : 0;
+  }
+};
+
+template <class LView, class Table>
+KOKKOS_INLINE_FUNCTION SparseRun sparse_run(const LView& levels, std::uint64_t i0, std::uint64_t i1,
+                                            const Table& om) {
+  SparseRun r;
+  for (std::uint64_t i = i0; i < i1; ++i) {
+    const std::int32_t l = levels(i);
+    if (l == 0) continue;
+    r.bits += (r.count > 0 ? om.length(i - r.last) : 0) + 1 + om.length(magnitude_of(l));
+    if (r.count == 0) r.first = i;
+    r.last = i;
+    ++r.count;
+  }
+  return r;
+}
+
 // Bits of one chunk [i0, i1) in the given code.
 template <bool Sparse, class LView, class Table>
 KOKKOS_INLINE_FUNCTION std::uint64_t chunk_bits(const LView& levels, std::uint64_t i0, std::uint64_t i1,
                                                 const Table& om) {
   std::uint64_t bits = 0;
   if constexpr (Sparse) {
-    std::uint64_t count = 0;
-    std::uint64_t prev = i0 - 1;  // wraps for i0 == 0; only differences are used
-    for (std::uint64_t i = i0; i < i1; ++i) {
-      const std::int32_t l = levels(i);
-      if (l != 0) {
-        bits += om.length(i - prev) + 1 + om.length(magnitude_of(l));
-        prev = i;
-        ++count;
-      }
-    }
-    bits += om.length(count + 1);
+    const SparseRun r = sparse_run(levels, i0, i1, om);
+    // The first gap counts from position i0 - 1 (wraps for i0 == 0; only differences are used).
+    bits = r.bits + r.lead_bits(i0 - 1, om) + om.length(r.count + 1);
   } else {  // without a branch, then again with one if a level was outside the table
     std::uint64_t outside = 0;
     for (std::uint64_t i = i0; i < i1; ++i) {
@@ -305,6 +326,23 @@ std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64
   return scan_chunk_lengths(exec, chunk_len, offsets, nchunks);
 }
 
+// The sparse codewords of the non-zeros of [i0, i1), the first gap counted
+// from prev.
+template <class LView, class Writer, class Table>
+KOKKOS_INLINE_FUNCTION void write_sparse_run(const LView& levels, std::uint64_t i0, std::uint64_t i1,
+                                             std::uint64_t prev, Writer& wr, const Table& om) {
+  for (std::uint64_t i = i0; i < i1; ++i) {
+    const std::int32_t l = levels(i);
+    if (l == 0) continue;
+    const Codeword g = om.get(i - prev);
+    wr.put(g.bits, g.len);
+    wr.put(l < 0 ? 1u : 0u, 1);
+    const Codeword lc = om.get(magnitude_of(l));
+    wr.put(lc.bits, lc.len);
+    prev = i;
+  }
+}
+
 // One chunk's codewords (coordinates [i0, i1), bits [start, end) of the
 // payload). A function rather than a branch in the kernel's lambda: nvcc does
 // not let an extended lambda first capture a variable inside `if constexpr`.
@@ -316,22 +354,27 @@ KOKKOS_INLINE_FUNCTION void write_chunk(const LView& levels, std::uint64_t i0, s
     for (std::uint64_t i = i0; i < i1; ++i) count += levels(i) != 0;
     const Codeword cc = om.get(count + 1);
     wr.put(cc.bits, cc.len);
-    std::uint64_t prev = i0 - 1;
-    for (std::uint64_t i = i0; i < i1; ++i) {
-      const std::int32_t l = levels(i);
-      if (l == 0) continue;
-      const Codeword g = om.get(i - prev);
-      wr.put(g.bits, g.len);
-      wr.put(l < 0 ? 1u : 0u, 1);
-      const Codeword lc = om.get(magnitude_of(l));
-      wr.put(lc.bits, lc.len);
-      prev = i;
-    }
+    write_sparse_run(levels, i0, i1, i0 - 1, wr, om);
     (void)start;
     (void)end;
   } else {
     write_dense_chunk(levels, i0, i1, start, end, wr, om);
   }
+}
+
+// Zeroes the words each chunk shares with a neighbour, before any chunk ORs into them.
+template <class ExecSpace, class OffView, class ScratchView, class WordView>
+void zero_shared_words(const ExecSpace& exec, const OffView& offsets, const ScratchView& chunk_len,
+                       const WordView& payload_all, std::uint64_t nchunks) {
+  Kokkos::parallel_for(
+      "qsgd::encode[elias]::zero_shared", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunks),
+      KOKKOS_LAMBDA(std::uint64_t c) {
+        const std::uint64_t start = offsets(c);
+        const std::uint64_t end = start + chunk_len(c);
+        if (end == start) return;
+        if (start & 63) payload_all(start >> 6) = 0;
+        if (end & 63) payload_all((end - 1) >> 6) = 0;
+      });
 }
 
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
@@ -340,14 +383,7 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
   const std::uint64_t nchunks = ceil_div(n, chunk);
   if (nchunks == 0) return;
   using range = Kokkos::RangePolicy<ExecSpace>;
-  Kokkos::parallel_for(
-      "qsgd::encode[elias]::zero_shared", range(exec, 0, nchunks), KOKKOS_LAMBDA(std::uint64_t c) {
-        const std::uint64_t start = offsets(c);
-        const std::uint64_t end = start + chunk_len(c);
-        if (end == start) return;
-        if (start & 63) payload_all(start >> 6) = 0;
-        if (end & 63) payload_all((end - 1) >> 6) = 0;
-      });
+  zero_shared_words(exec, offsets, chunk_len, payload_all, nchunks);
   Kokkos::parallel_for(
       Sparse ? "qsgd::encode[elias-sparse]::write" : "qsgd::encode[elias-dense]::write", range(exec, 0, nchunks),
       KOKKOS_LAMBDA(std::uint64_t c) {
@@ -358,6 +394,204 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
         write_chunk<Sparse>(levels, i0, i1, start, start + chunk_len(c), wr, om);
         wr.finish();
       });
+}
+
+/*
+ * plan_elias_teams<Sparse> + write_elias_teams<Sparse>
+ * Purpose: plan_elias and write_elias's GPU shape: the same chunk lengths,
+ *   offsets and payload bits, with a team per chunk instead of a thread
+ *   walking its 4096 coordinates.
+ * Algorithm: a chunk is cut into elias_parts parts of ceil(len / elias_parts)
+ *   coordinates (the last ones may be short or empty), and a team runs its
+ *   parts (TeamThreadRange: a thread per part on a device, one thread
+ *   walking the parts in order on the host). Each part measures its own
+ *   coordinates into team scratch (EliasPart: bits; for the sparse code its
+ *   non-zeros, first and last, as SparseRun). After a barrier, the gap of a
+ *   part's first non-zero runs from the last non-zero of the parts before it
+ *   (or from i0 - 1), and a part's first bit is the chunk's first bit plus
+ *   the count's codeword (sparse) plus the bits of the parts before it: at
+ *   most elias_parts - 1 entries of scratch per part.
+ *   plan: one thread adds the parts into chunk_len, then the chunk scan.
+ *   write: the words two parts of the chunk share are zeroed (those the
+ *   chunk shares with a neighbour chunk are zeroed beforehand by
+ *   zero_shared_words, and another team may already be OR-ing into them),
+ *   a barrier, then each part writes its codewords with a BitWriter over
+ *   its own bits, OR-ing its shared words.
+ * Cost: plan reads the levels once, write twice (the parts' sizes, then the
+ *   codewords); a part's loop is chunk / 32 = 128 coordinates at the
+ *   defaults.
+ */
+constexpr int elias_parts = 32;
+struct EliasPart {
+  SparseRun run;          // the sparse code's measures (count 0 for the dense code)
+  std::uint64_t bits = 0; // the part's bits, the sparse first gap not included
+};
+
+template <class ExecSpace>
+struct EliasTeamLaunch {
+  using policy = Kokkos::TeamPolicy<ExecSpace>;
+  using member = typename policy::member_type;
+  using parts_view = Kokkos::View<EliasPart*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  static constexpr int threads = use_device_shapes<ExecSpace>() ? elias_parts : 1;
+  // The teams of chunks [c0, min(c0 + max_league, nchunks)).
+  static policy slice(const ExecSpace& exec, std::uint64_t c0, std::uint64_t nchunks) {
+    const std::uint64_t teams = nchunks - c0 < max_league ? nchunks - c0 : max_league;
+    return policy(exec, static_cast<int>(teams), threads)
+        .set_scratch_size(0, Kokkos::PerTeam(parts_view::shmem_size(elias_parts)));
+  }
+};
+
+// Part p of the chunk [i0, i1): its coordinates [a, b).
+KOKKOS_INLINE_FUNCTION void elias_part_range(std::uint64_t i0, std::uint64_t i1, int p, std::uint64_t& a,
+                                             std::uint64_t& b) {
+  const std::uint64_t len = ceil_div(i1 - i0, static_cast<std::uint64_t>(elias_parts));
+  a = i0 + len * static_cast<std::uint64_t>(p);
+  a = a < i1 ? a : i1;
+  b = a + len < i1 ? a + len : i1;
+}
+
+// The team's chunk c = c0 + its league rank and the chunk's coordinates
+// [i0, i1); every part of it measured into team scratch, then a team barrier.
+template <bool Sparse, class Member, class LView, class Table>
+KOKKOS_INLINE_FUNCTION auto measure_elias_chunk(const Member& m, std::uint64_t c0, std::uint32_t chunk,
+                                                std::uint64_t n, const LView& levels, const Table& om,
+                                                std::uint64_t& c, std::uint64_t& i0, std::uint64_t& i1) {
+  c = c0 + static_cast<std::uint64_t>(m.league_rank());
+  i0 = c * chunk;
+  i1 = i0 + chunk < n ? i0 + chunk : n;
+  using space = typename Member::execution_space;
+  const typename EliasTeamLaunch<space>::parts_view parts(m.team_scratch(0), elias_parts);
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
+    std::uint64_t a, b;
+    elias_part_range(i0, i1, p, a, b);
+    EliasPart e;
+    if constexpr (Sparse) {
+      e.run = sparse_run(levels, a, b, om);
+      e.bits = e.run.bits;
+    } else {
+      e.bits = a < b ? chunk_bits<false>(levels, a, b, om) : 0;
+    }
+    parts(p) = e;
+  });
+  m.team_barrier();
+  return parts;
+}
+
+// Part p's bits with its first gap, and where the gap counts from.
+template <bool Sparse, class PartsView, class Table>
+KOKKOS_INLINE_FUNCTION std::uint64_t elias_part_bits(const PartsView& parts, int p, std::uint64_t i0,
+                                                     const Table& om, std::uint64_t& prev) {
+  prev = i0 - 1;  // wraps for i0 == 0; only differences are used
+  for (int q = p - 1; q >= 0; --q)
+    if (parts(q).run.count > 0) {
+      prev = parts(q).run.last;
+      break;
+    }
+  if constexpr (Sparse) return parts(p).bits + parts(p).run.lead_bits(prev, om);
+  return parts(p).bits;
+}
+
+// The non-zeros of the chunk, and the bits of their count's codeword (sparse code; 0 for the dense code).
+template <class PartsView>
+KOKKOS_INLINE_FUNCTION std::uint64_t elias_chunk_count(const PartsView& parts) {
+  std::uint64_t count = 0;
+  for (int q = 0; q < elias_parts; ++q) count += parts(q).run.count;
+  return count;
+}
+template <bool Sparse, class PartsView, class Table>
+KOKKOS_INLINE_FUNCTION std::uint64_t elias_count_bits(const PartsView& parts, const Table& om) {
+  if constexpr (Sparse) return om.length(elias_chunk_count(parts) + 1);
+  return 0;
+}
+
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class Table>
+std::uint64_t plan_elias_teams(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                               const OffView& offsets, const ScratchView& chunk_len, const Table& om) {
+  using Launch = EliasTeamLaunch<ExecSpace>;
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  if (nchunks == 0) return 0;
+  for (std::uint64_t c0 = 0; c0 < nchunks; c0 += max_league)
+    Kokkos::parallel_for(
+        Sparse ? "qsgd::encode[elias-sparse]::lengths_teams" : "qsgd::encode[elias-dense]::lengths_teams",
+        Launch::slice(exec, c0, nchunks), KOKKOS_LAMBDA(const typename Launch::member& m) {
+          std::uint64_t c, i0, i1;
+          const auto parts = measure_elias_chunk<Sparse>(m, c0, chunk, n, levels, om, c, i0, i1);
+          Kokkos::single(Kokkos::PerTeam(m), [&]() {
+            std::uint64_t bits = elias_count_bits<Sparse>(parts, om), prev;
+            for (int p = 0; p < elias_parts; ++p) bits += elias_part_bits<Sparse>(parts, p, i0, om, prev);
+            chunk_len(c) = bits;
+          });
+        });
+  return scan_chunk_lengths(exec, chunk_len, offsets, nchunks);
+}
+
+// Part p's bits [begin, end) in the chunk that starts at bit start; the
+// sparse code's count codeword opens part 0. Returns where its first gap
+// counts from.
+template <bool Sparse, class PartsView, class Table>
+KOKKOS_INLINE_FUNCTION std::uint64_t elias_part_span(const PartsView& parts, int p, std::uint64_t i0,
+                                                     std::uint64_t start, const Table& om, std::uint64_t& begin,
+                                                     std::uint64_t& end) {
+  std::uint64_t prev;
+  const std::uint64_t count_bits = elias_count_bits<Sparse>(parts, om);
+  begin = start + (p > 0 ? count_bits : 0);
+  for (int q = 0; q < p; ++q) begin += elias_part_bits<Sparse>(parts, q, i0, om, prev);
+  end = begin + elias_part_bits<Sparse>(parts, p, i0, om, prev) + (p == 0 ? count_bits : 0);
+  return prev;
+}
+
+// Part p's codewords ([a, b), bits [begin, end)): the count's codeword first in part 0 of a sparse chunk.
+template <bool Sparse, class PartsView, class LView, class Writer, class Table>
+KOKKOS_INLINE_FUNCTION void write_elias_part(const PartsView& parts, int p, const LView& levels, std::uint64_t a,
+                                             std::uint64_t b, std::uint64_t prev, std::uint64_t begin,
+                                             std::uint64_t end, Writer& wr, const Table& om) {
+  if constexpr (Sparse) {
+    if (p == 0) {
+      const Codeword cc = om.get(elias_chunk_count(parts) + 1);
+      wr.put(cc.bits, cc.len);
+    }
+    write_sparse_run(levels, a, b, prev, wr, om);
+  } else {
+    write_dense_chunk(levels, a, b, begin, end, wr, om);
+  }
+}
+
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
+void write_elias_teams(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                       const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
+                       const Table& om) {
+  using Launch = EliasTeamLaunch<ExecSpace>;
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  if (nchunks == 0) return;
+  zero_shared_words(exec, offsets, chunk_len, payload_all, nchunks);
+  for (std::uint64_t c0 = 0; c0 < nchunks; c0 += max_league)
+    Kokkos::parallel_for(
+        Sparse ? "qsgd::encode[elias-sparse]::write_teams" : "qsgd::encode[elias-dense]::write_teams",
+        Launch::slice(exec, c0, nchunks), KOKKOS_LAMBDA(const typename Launch::member& m) {
+          std::uint64_t c, i0, i1;
+          const auto parts = measure_elias_chunk<Sparse>(m, c0, chunk, n, levels, om, c, i0, i1);
+          const std::uint64_t start = offsets(c), stop = start + chunk_len(c);
+          // The word a part ends in, when the next part of this chunk starts in it.
+          const bool shared_first = (start & 63) != 0, shared_last = (stop & 63) != 0;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
+            std::uint64_t begin, end;
+            elias_part_span<Sparse>(parts, p, i0, start, om, begin, end);
+            if (end == begin || (end & 63) == 0) return;
+            const std::uint64_t w = (end - 1) >> 6;
+            if ((shared_first && w == start >> 6) || (shared_last && w == (stop - 1) >> 6)) return;
+            payload_all(w) = 0;
+          });
+          m.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
+            std::uint64_t a, b, begin, end;
+            elias_part_range(i0, i1, p, a, b);
+            const std::uint64_t prev = elias_part_span<Sparse>(parts, p, i0, start, om, begin, end);
+            if (end == begin) return;
+            BitWriter<WordView> wr(payload_all, begin, end);
+            write_elias_part<Sparse>(parts, p, levels, a, b, prev, begin, end, wr, om);
+            wr.finish();
+          });
+        });
 }
 
 // One dense chunk being decoded: its reader, a 64-bit window on it (buf: the

@@ -8,6 +8,7 @@
 #include "qsgd/kernels/counter_rng.hpp"
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/bitstream.hpp"
+#include "qsgd/kernels/detail/dispatch.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd::detail {
@@ -211,17 +212,10 @@ void encode_fixed_groups(const ExecSpace& exec, const Source& src, std::uint64_t
 // and checks it (a team OR of the invalid flags), then, for a valid group,
 // hands its level to the sink. Same words, same values, same first bad
 // group as the per-group kernels (tested on the host, where the team has
-// one lane). Chosen for spaces the host cannot access (fixed_teams_for).
-// Groups per launch: a league size is an int, and Kokkos 3.4 computes a
-// team reduce's league x team size in 32 bits on Cuda.
-constexpr std::uint64_t fixed_max_league = std::uint64_t(1) << 24;
-template <class ExecSpace>
-constexpr bool fixed_teams_for() {
-  return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
-}
+// one lane). Chosen for spaces the host cannot access (use_device_shapes).
 template <class ExecSpace>
 constexpr int fixed_team_size() {
-  return fixed_teams_for<ExecSpace>() ? static_cast<int>(fixed_group) : 1;  // a lane per coordinate on a GPU
+  return use_device_shapes<ExecSpace>() ? static_cast<int>(fixed_group) : 1;  // a lane per coordinate on a GPU
 }
 
 template <class ExecSpace, class Source, class WordView>
@@ -233,8 +227,8 @@ void encode_fixed_teams(const ExecSpace& exec, const Source& src, std::uint64_t 
   const std::uint64_t groups = ceil_div(n, fixed_group);
   if (groups == 0) return;
   const std::uint32_t lb = fixed_level_bits(s), b = lb + 1;
-  for (std::uint64_t g0 = 0; g0 < groups; g0 += fixed_max_league) {
-    const std::uint64_t league = groups - g0 < fixed_max_league ? groups - g0 : fixed_max_league;
+  for (std::uint64_t g0 = 0; g0 < groups; g0 += max_league) {
+    const std::uint64_t league = groups - g0 < max_league ? groups - g0 : max_league;
     Kokkos::parallel_for(
       "qsgd::encode[fixed,teams]",
       Policy(exec, static_cast<int>(league), fixed_team_size<ExecSpace>())
@@ -270,7 +264,7 @@ void encode_fixed_teams(const ExecSpace& exec, const Source& src, std::uint64_t 
 template <class ExecSpace, class Source, class WordView>
 void encode_fixed(const ExecSpace& exec, const Source& src, std::uint64_t n, std::uint32_t d, std::uint32_t s,
                   const WordView& payload) {
-  if constexpr (fixed_teams_for<ExecSpace>())
+  if constexpr (use_device_shapes<ExecSpace>())
     encode_fixed_teams(exec, src, n, d, s, payload);
   else
     encode_fixed_groups(exec, src, n, d, s, payload);
@@ -345,8 +339,8 @@ std::uint64_t decode_fixed_teams(const ExecSpace& exec, const WordView& payload,
   if (groups == 0) return first_bad;
   const std::uint32_t lb = fixed_level_bits(s), b = lb + 1;
   const std::uint64_t lmask = (std::uint64_t(1) << lb) - 1;
-  for (std::uint64_t g0 = 0; g0 < groups; g0 += fixed_max_league) {
-    const std::uint64_t league = groups - g0 < fixed_max_league ? groups - g0 : fixed_max_league;
+  for (std::uint64_t g0 = 0; g0 < groups; g0 += max_league) {
+    const std::uint64_t league = groups - g0 < max_league ? groups - g0 : max_league;
     std::uint64_t slice_bad = no_index;
     Kokkos::parallel_reduce(
       "qsgd::decode[fixed,teams]",
@@ -396,7 +390,7 @@ std::uint64_t decode_fixed_teams(const ExecSpace& exec, const WordView& payload,
 template <class ExecSpace, class WordView, class ScaleView, class Sink>
 std::uint64_t decode_fixed(const ExecSpace& exec, const WordView& payload, const ScaleView& scales, std::uint64_t n,
                            std::uint32_t d, std::uint32_t s, const Sink& sink) {
-  if constexpr (fixed_teams_for<ExecSpace>())
+  if constexpr (use_device_shapes<ExecSpace>())
     return decode_fixed_teams(exec, payload, scales, n, d, s, sink);
   else
     return decode_fixed_groups(exec, payload, scales, n, d, s, sink);

@@ -31,6 +31,7 @@
 
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/bitstream.hpp"
+#include "qsgd/kernels/detail/dispatch.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd::detail {
@@ -327,32 +328,26 @@ std::uint64_t decode_rans(const ExecSpace& exec, const OffView& offsets, const W
 }
 
 // The GPU shapes of the chunk kernels (encode_rans_chunks_lanes,
-// decode_rans_lanes; docs/parallelism.md): chunks per team on a device, and
-// the most teams a launch takes.
+// decode_rans_lanes; docs/parallelism.md): chunks per team on a device.
 constexpr int rans_chunks_per_team = 32;
-constexpr std::uint64_t rans_max_league = std::uint64_t(1) << 24;  // a league size is an int
 // The number of lanes set in a mask of rans_lanes bits.
 KOKKOS_INLINE_FUNCTION std::uint64_t rans_lanes_set(std::uint32_t mask) {
   static_assert(rans_lanes == 4, "rans_lanes_set counts four bits");
   return (mask & 1u) + ((mask >> 1) & 1u) + ((mask >> 2) & 1u) + ((mask >> 3) & 1u);
 }
-template <class ExecSpace>
-constexpr bool rans_lanes_for() {
-  return !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
-}
 // The launches of a lane kernel over nchunks chunks: per_team chunks and
 // `vector` lanes per team thread (one of each on the host), the league in
-// slices of at most rans_max_league teams.
+// slices of at most max_league teams.
 template <class ExecSpace>
 struct RansLaneLaunch {
-  static constexpr bool device = rans_lanes_for<ExecSpace>();
+  static constexpr bool device = use_device_shapes<ExecSpace>();
   static constexpr int per_team = device ? rans_chunks_per_team : 1;
   static constexpr int vector = device ? static_cast<int>(rans_lanes) : 1;
   std::uint64_t league;
   explicit RansLaneLaunch(std::uint64_t nchunks) : league(ceil_div(nchunks, static_cast<std::uint64_t>(per_team))) {}
   // The slice of teams that starts at team t0.
   Kokkos::TeamPolicy<ExecSpace> slice(const ExecSpace& exec, std::uint64_t t0) const {
-    const std::uint64_t teams = league - t0 < rans_max_league ? league - t0 : rans_max_league;
+    const std::uint64_t teams = league - t0 < max_league ? league - t0 : max_league;
     return Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(teams), per_team, vector);
   }
 };
@@ -383,7 +378,7 @@ void encode_rans_chunks_lanes(const ExecSpace& exec, const LView& levels, std::u
   const std::uint64_t cap = std::uint64_t(chunk) + rans_state_units;
   const Launch launch(nchunks);
   const int per_team = Launch::per_team;
-  for (std::uint64_t t0 = 0; t0 < launch.league; t0 += rans_max_league) {
+  for (std::uint64_t t0 = 0; t0 < launch.league; t0 += max_league) {
     Kokkos::parallel_for(
         "qsgd::encode[rans]::lanes", launch.slice(exec, t0),
         KOKKOS_LAMBDA(const member_t& m) {
@@ -463,7 +458,7 @@ std::uint64_t decode_rans_lanes(const ExecSpace& exec, const OffView& offsets, c
   const std::uint32_t mask = (1u << precision) - 1;
   const Launch launch(nchunks);
   const int per_team = Launch::per_team;
-  for (std::uint64_t t0 = 0; t0 < launch.league; t0 += rans_max_league) {
+  for (std::uint64_t t0 = 0; t0 < launch.league; t0 += max_league) {
     std::uint64_t slice_bad = no_index;
     Kokkos::parallel_reduce(
         "qsgd::decode[rans]::lanes", launch.slice(exec, t0),
