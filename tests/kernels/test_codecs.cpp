@@ -1048,6 +1048,67 @@ TEST(EliasDenseGroups, OneChunkPerWorkItemEqualsThree) {
     }
 }
 
+// The sparse Elias decoder's GPU shape for sinks that write zeros (levels,
+// values): every zero written first in one pass (zero_all), then a chunk's
+// thread puts only its non-zeros (ZerosWritten). Run here on the host
+// against the chunk walk that writes each skipped coordinate itself: the
+// same first bad chunk, and on intact messages the same levels and values,
+// with no coordinate left unwritten.
+TEST(EliasSparseZeros, ZeroPassThenNonZerosEqualsTheChunkWalk) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using HostI = Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using HostU = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CW = Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using CF = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  std::mt19937_64 rng(43);
+  constexpr std::int32_t unset = std::numeric_limits<std::int32_t>::min();
+  for (std::uint32_t s : {1u, 4u, 300u})
+    for (std::uint64_t n : {std::uint64_t(1), std::uint64_t(4095), std::uint64_t(3 * 4096 + 5), std::uint64_t(50001)}) {
+      SCOPED_TRACE("s=" + std::to_string(s) + " n=" + std::to_string(n));
+      Codec codec(config(CodecKind::elias_sparse, s, 512, Norm::l2));
+      const Encoded e =
+          encode_values(codec, to_device(make_input(Input::gaussian, n, n + s)), n, qsgd::RngKey{5, 2, 0, 0});
+      const qsgd::MessageHeader& h = e.h;
+      const qsgd::MessageLayout lay = qsgd::layout_of(h);
+      for (int trial = 0; trial < 4; ++trial) {
+        std::vector<std::uint64_t> words = e.words;
+        if (trial > 0 && lay.payload_words > 0)  // flip a few payload bits
+          for (int k = 0; k < trial; ++k) words[lay.payload_word + rng() % lay.payload_words] ^= 1ull << (rng() % 64);
+        const CW offsets(words.data() + lay.offsets_word, h.nchunks);
+        const CW payload(words.data() + lay.payload_word, lay.payload_words);
+        const CF scales(reinterpret_cast<const float*>(words.data() + lay.scales_word), lay.buckets);
+        std::vector<std::int32_t> lw(n, unset), lz(n, unset);
+        std::vector<float> vw(n, std::numeric_limits<float>::quiet_NaN()), vz = vw;
+        const auto walk = [&](const auto& sink) {
+          return qsgd::detail::decode_elias_sparse(Host(), offsets, payload, h.payload_bits, scales, n, h.d, h.s,
+                                                   h.chunk, sink);
+        };
+        const auto zeros_first = [&](const auto& sink) {
+          qsgd::detail::zero_all(Host(), n, sink);
+          return walk(qsgd::detail::ZerosWritten<std::decay_t<decltype(sink)>>{sink});
+        };
+        const std::uint64_t bad = walk(qsgd::detail::LevelSink<HostI>{HostI(lw.data(), n)});
+        ASSERT_EQ(bad, zeros_first(qsgd::detail::LevelSink<HostI>{HostI(lz.data(), n)})) << "trial " << trial;
+        ASSERT_EQ(bad, walk(qsgd::detail::ValueSink<HostU>{HostU(vw.data(), n)})) << "trial " << trial;
+        ASSERT_EQ(bad, zeros_first(qsgd::detail::ValueSink<HostU>{HostU(vz.data(), n)})) << "trial " << trial;
+        if (trial == 0) {
+          ASSERT_EQ(bad, qsgd::detail::no_index);
+        }
+        if (bad != qsgd::detail::no_index) continue;  // a corrupt message's output is unspecified
+        std::uint64_t zeros = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+          ASSERT_NE(lw[i], unset) << "i " << i;
+          ASSERT_EQ(lw[i], lz[i]) << "trial " << trial << " i " << i;
+          ASSERT_EQ(float_bits(vw[i]), float_bits(vz[i])) << "trial " << trial << " i " << i;
+          zeros += lw[i] == 0;
+        }
+        if (n > 1000) {
+          EXPECT_GT(zeros, 0u);
+        }
+      }
+    }
+}
+
 // The fixed-width code's GPU shape (a team per 64-coordinate group,
 // detail/fixed_width.hpp: encode_fixed_teams, decode_fixed_teams) writes the
 // same words as the per-group kernels from quantized levels and while

@@ -14,6 +14,7 @@
 #include "qsgd/kernels/detail/arith.hpp"
 #include "qsgd/kernels/detail/bitstream.hpp"
 #include "qsgd/kernels/detail/dispatch.hpp"
+#include "qsgd/kernels/detail/sinks.hpp"
 #include "qsgd/kernels/quantize.hpp"
 
 namespace qsgd::detail {
@@ -788,22 +789,20 @@ std::uint64_t decode_elias_dense(const ExecSpace& exec, const OffView& offsets, 
 }
 
 /*
- * decode_elias<Sparse>
- * Purpose: decode and validate every chunk in parallel.
- * Algorithm: chunk c reads exactly [offsets(c), offsets(c+1)) (the last chunk
- *   up to payload_bits). A chunk is bad when its offsets are out of order or
- *   out of range, a codeword runs past the chunk, a level exceeds s, a gap
- *   leaves the chunk, the count exceeds the chunk, or bits are left over.
+ * decode_elias_sparse (decode_elias<true>)
+ * Purpose: decode and validate every chunk of the sparse code in parallel.
+ * Algorithm: a thread per chunk; chunk c reads exactly [offsets(c),
+ *   offsets(c+1)) (the last chunk up to payload_bits). A chunk is bad when its
+ *   offsets are out of order or out of range, a codeword runs past the chunk,
+ *   a level exceeds s, a gap leaves the chunk, the count exceeds the chunk, or
+ *   bits are left over. The coordinates between non-zeros go to sink.zero.
  * Cost: reads the payload once plus scales; the sink writes 4n bytes.
  * Returns the first bad chunk, or no_index.
  */
-template <bool Sparse, class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
-std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
-                           std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
-                           std::uint32_t s, std::uint32_t chunk, const TableView& dense_table, const Sink& sink) {
-  if constexpr (!Sparse) {
-    return decode_elias_dense(exec, offsets, payload, payload_bits, scales, n, d, s, chunk, dense_table, sink);
-  }
+template <class ExecSpace, class OffView, class WordView, class ScaleView, class Sink>
+std::uint64_t decode_elias_sparse(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                                  std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n,
+                                  std::uint32_t d, std::uint32_t s, std::uint32_t chunk, const Sink& sink) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
   std::uint64_t first_bad = no_index;
   if (nchunks == 0) return first_bad;
@@ -855,6 +854,28 @@ std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const 
       },
       Kokkos::Min<std::uint64_t>(first_bad));
   return first_bad;
+}
+
+/*
+ * decode_elias<Sparse>: the dense or the sparse decoder. On a device, a sparse
+ * decode into a sink that writes zeros (levels, values) writes them first in
+ * a coalesced pass (zero_all), so that a chunk's thread walks its non-zeros
+ * only, not the chunk's 4096 coordinates; a corrupt message leaves the
+ * output unspecified in both shapes (the caller throws).
+ */
+template <bool Sparse, class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
+std::uint64_t decode_elias(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
+                           std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
+                           std::uint32_t s, std::uint32_t chunk, const TableView& dense_table, const Sink& sink) {
+  if constexpr (!Sparse) {
+    return decode_elias_dense(exec, offsets, payload, payload_bits, scales, n, d, s, chunk, dense_table, sink);
+  } else if constexpr (use_device_shapes<ExecSpace>() && Sink::writes_zeros) {
+    zero_all(exec, n, sink);
+    return decode_elias_sparse(exec, offsets, payload, payload_bits, scales, n, d, s, chunk,
+                               ZerosWritten<Sink>{sink});
+  } else {
+    return decode_elias_sparse(exec, offsets, payload, payload_bits, scales, n, d, s, chunk, sink);
+  }
 }
 
 }  // namespace qsgd::detail
