@@ -998,16 +998,18 @@ TEST(FixedSimd, InvalidCodesAreReportedLikeThePortableKernel) {
     }
 }
 
-// The Elias dense decoder's work item takes three chunks side by side on
-// the host and one on a GPU (dense_group_for): both group sizes give the same
+// The Elias dense decoder's work item takes three chunks side by side in
+// segments of 256 coordinates on the host, and one chunk in segments of 32
+// on a GPU (dense_group_for, dense_segment_for): both shapes give the same
 // sums and report the same first bad chunk, on valid messages and on
-// payloads with flipped bits. Run here on the host with both sizes.
-TEST(EliasDenseGroups, OneChunkPerWorkItemEqualsThree) {
+// payloads with flipped bits, levels beyond a byte (s = 300) included. Run
+// here on the host with both shapes.
+TEST(EliasDenseShapes, OneChunkInShortSegmentsEqualsThreeInLongOnes) {
   using HostU = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   using CW = Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   using CF = Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   std::mt19937_64 rng(41);
-  for (std::uint32_t s : {1u, 16u, 100u})
+  for (std::uint32_t s : {1u, 16u, 100u, 300u})
     for (std::uint64_t n : {std::uint64_t(1), std::uint64_t(4095), std::uint64_t(3 * 4096 + 5), std::uint64_t(50001)}) {
       SCOPED_TRACE("s=" + std::to_string(s) + " n=" + std::to_string(n));
       qsgd::Codec<Kokkos::DefaultHostExecutionSpace> codec(config(CodecKind::elias_dense, s, 512, Norm::max));
@@ -1028,13 +1030,17 @@ TEST(EliasDenseGroups, OneChunkPerWorkItemEqualsThree) {
         const CW payload(words.data() + lay.payload_word, lay.payload_words);
         const CF scales(reinterpret_cast<const float*>(words.data() + lay.scales_word), lay.buckets);
         std::vector<float> a1 = random_acc(n, 5), a3 = a1;
-        const auto run = [&](auto g, std::vector<float>& acc) {
-          return qsgd::detail::decode_elias_dense_grouped<decltype(g)::value>(
+        const auto run = [&](auto g, auto segment, std::vector<float>& acc) {
+          return qsgd::detail::decode_elias_dense_grouped<decltype(g)::value, decltype(segment)::value>(
               Kokkos::DefaultHostExecutionSpace(), offsets, payload, h.payload_bits, scales, n, h.d, h.s, h.chunk, tab,
               qsgd::detail::AccumulateSink<HostU>{HostU(acc.data(), n), 0.5f});
         };
-        const std::uint64_t bad1 = run(std::integral_constant<int, 1>{}, a1);
-        const std::uint64_t bad3 = run(std::integral_constant<int, 3>{}, a3);
+        using qsgd::detail::dense_segment;
+        using qsgd::detail::dense_segment_device;
+        const std::uint64_t bad1 =
+            run(std::integral_constant<int, 1>{}, std::integral_constant<std::uint64_t, dense_segment_device>{}, a1);
+        const std::uint64_t bad3 =
+            run(std::integral_constant<int, 3>{}, std::integral_constant<std::uint64_t, dense_segment>{}, a3);
         ASSERT_EQ(bad1, bad3) << "trial " << trial;
         if (trial == 0) {
           ASSERT_EQ(bad1, qsgd::detail::no_index);

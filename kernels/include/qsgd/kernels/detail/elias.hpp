@@ -60,14 +60,23 @@ void fill_omega_table(const ExecSpace& exec, const TableView& tab) {
 constexpr std::uint32_t dense_peek_bits = 12;
 constexpr std::uint64_t dense_table_size = std::uint64_t(1) << dense_peek_bits;
 constexpr std::uint32_t dense_table_symbols = 3;
-constexpr std::uint64_t dense_segment = 256;  // coordinates decoded before they are delivered
-constexpr int dense_group = 3;                // chunks one work item decodes side by side (host)
+constexpr std::uint64_t dense_segment = 256;        // coordinates decoded before they are delivered (host)
+constexpr std::uint64_t dense_segment_device = 32;  // the same on a device
+constexpr int dense_group = 3;                      // chunks one work item decodes side by side (host)
 // Chunks per work item by backend: three side by side overlap the look-up
 // latency of one CPU core; on a GPU one chunk per thread (thousands of
 // threads, a third of the registers and local arrays per thread).
 template <class ExecSpace>
 constexpr int dense_group_for() {
-  return Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible ? dense_group : 1;  // a host space
+  return use_device_shapes<ExecSpace>() ? 1 : dense_group;
+}
+// Segment by backend: long segments keep a CPU core's decode loop apart from
+// its delivery loop; on a GPU a thread's staging arrays are local memory,
+// so short ones (39 B of levels and 128 B of wide levels, against 263 B and
+// 1 KiB).
+template <class ExecSpace>
+constexpr std::uint64_t dense_segment_for() {
+  return use_device_shapes<ExecSpace>() ? dense_segment_device : dense_segment;
 }
 
 KOKKOS_INLINE_FUNCTION std::uint32_t dense_table_entry(std::uint32_t pattern, std::uint32_t s) {
@@ -597,8 +606,8 @@ void write_elias_teams(const ExecSpace& exec, const LView& levels, std::uint64_t
 
 // One dense chunk being decoded: its reader, a 64-bit window on it (buf: the
 // `avail` bits at rd.pos, first bit highest), its bucket, and the levels of
-// its current segment of up to dense_segment coordinates (lv).
-template <class WordView>
+// its current segment of up to Segment coordinates (lv).
+template <class WordView, std::uint64_t Segment = dense_segment>
 struct DenseChunk {
   BitReader<WordView> rd{WordView(), 0, 0};
   std::uint64_t buf = 0;
@@ -611,8 +620,8 @@ struct DenseChunk {
   // store; a level that a byte does not hold (only from the bit-serial path)
   // is wide_escape in lv and the level itself in wide.
   static constexpr std::int8_t wide_escape = -128;
-  std::int8_t lv[dense_segment + 2 * dense_table_symbols + 1];
-  std::int32_t wide[dense_segment];
+  std::int8_t lv[Segment + 2 * dense_table_symbols + 1];
+  std::int32_t wide[Segment];
 
   KOKKOS_INLINE_FUNCTION void open(const WordView& w, std::uint64_t start, std::uint64_t end, std::uint64_t i0,
                                     std::uint64_t i1_, bool ok_) {
@@ -708,7 +717,8 @@ struct DenseChunk {
  * Algorithm: one work item per G chunks (dense_group_for: three on the host,
  *   one on a GPU; G a template argument for tests), decoded side by side
  *   so that the chains of table look-ups (each look-up needs the bits the one
- *   before consumed) overlap. Per segment of up to dense_segment coordinates
+ *   before consumed) overlap. Per segment of up to Segment coordinates
+ *   (dense_segment_for: 256 on the host, 32 on a GPU)
  *   and chunk: (1) the levels into the chunk's local array: look-ups in the
  *   dense table (dense_table_entry, built for the message's s by the caller:
  *   Codec::decode_body), two per chunk and round while all chunks have room,
@@ -717,7 +727,8 @@ struct DenseChunk {
  *   bucket by bucket. A chunk that fails delivers nothing of its segment.
  * Validity and the bad-chunk report are those of the bit-serial decoder.
  */
-template <int G, class ExecSpace, class OffView, class WordView, class ScaleView, class TableView, class Sink>
+template <int G, std::uint64_t Segment, class ExecSpace, class OffView, class WordView, class ScaleView,
+          class TableView, class Sink>
 std::uint64_t decode_elias_dense_grouped(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
                                          std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n,
                                          std::uint32_t d, std::uint32_t s, std::uint32_t chunk, const TableView& tab,
@@ -729,7 +740,7 @@ std::uint64_t decode_elias_dense_grouped(const ExecSpace& exec, const OffView& o
   Kokkos::parallel_reduce(
       "qsgd::decode[elias-dense]", Kokkos::RangePolicy<ExecSpace>(exec, 0, ceil_div(nchunks, std::uint64_t(G))),
       KOKKOS_LAMBDA(std::uint64_t group, std::uint64_t& bad) {
-        DenseChunk<WordView> ch[G];
+        DenseChunk<WordView, Segment> ch[G];
         for (int g = 0; g < G; ++g) {
           const std::uint64_t c = G * group + static_cast<std::uint64_t>(g);
           const std::uint64_t i0 = c * chunk, i1 = c < nchunks ? (i0 + chunk < n ? i0 + chunk : n) : i0;
@@ -750,7 +761,7 @@ std::uint64_t decode_elias_dense_grouped(const ExecSpace& exec, const OffView& o
           bool any = false;
           for (int g = 0; g < G; ++g) {
             const std::uint64_t left = ch[g].ok ? ch[g].i1 - ch[g].i : 0;
-            m[g] = left < dense_segment ? left : dense_segment;
+            m[g] = left < Segment ? left : Segment;
             j[g] = 0;
             any = any || m[g] > 0;
           }
@@ -784,8 +795,8 @@ template <class ExecSpace, class OffView, class WordView, class ScaleView, class
 std::uint64_t decode_elias_dense(const ExecSpace& exec, const OffView& offsets, const WordView& payload,
                                  std::uint64_t payload_bits, const ScaleView& scales, std::uint64_t n, std::uint32_t d,
                                  std::uint32_t s, std::uint32_t chunk, const TableView& tab, const Sink& sink) {
-  return decode_elias_dense_grouped<dense_group_for<ExecSpace>()>(exec, offsets, payload, payload_bits, scales, n, d,
-                                                                  s, chunk, tab, sink);
+  return decode_elias_dense_grouped<dense_group_for<ExecSpace>(), dense_segment_for<ExecSpace>()>(
+      exec, offsets, payload, payload_bits, scales, n, d, s, chunk, tab, sink);
 }
 
 /*
