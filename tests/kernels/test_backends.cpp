@@ -10,6 +10,7 @@
 // build so that it cannot rot, but the README's test command does not.
 
 #include <cstdio>
+#include <limits>
 
 #include "test_util.hpp"
 
@@ -31,11 +32,13 @@ struct Case {
   Norm norm;
   std::uint64_t n;
   Input input;
+  std::uint32_t chunk = 4096;
 };
 
 std::string name(const Case& c) {
   return qsgd::to_string(c.codec) + " s=" + std::to_string(c.s) + " d=" + std::to_string(c.d) + " norm=" +
-         qsgd::to_string(c.norm) + " n=" + std::to_string(c.n) + " input=" + input_name(c.input);
+         qsgd::to_string(c.norm) + " n=" + std::to_string(c.n) + " input=" + input_name(c.input) +
+         " chunk=" + std::to_string(c.chunk);
 }
 
 std::vector<Case> cases() {
@@ -48,6 +51,12 @@ std::vector<Case> cases() {
   for (CodecKind codec : {CodecKind::fixed, CodecKind::elias_dense, CodecKind::elias_sparse, CodecKind::rans})
     for (Input in : {Input::heavy, Input::sparse, Input::zero, Input::huge})
       out.push_back({codec, 16, 512, Norm::max, 100003, in});
+  // The Elias codes at chunk sizes on both sides of the encoder's team shape
+  // (elias_team_min_chunk) and levels beyond the dense encoding table.
+  for (CodecKind codec : {CodecKind::elias_dense, CodecKind::elias_sparse})
+    for (std::uint32_t chunk : {1u, 64u, 1024u, 5000u})
+      for (std::uint32_t s : {16u, 70000u})
+        out.push_back({codec, s, 512, Norm::max, 100003, Input::heavy, chunk});
   // One bucket over the whole vector (d = 0), and the float codecs.
   out.push_back({CodecKind::fixed, 16, 0, Norm::l2, 70001, Input::gaussian});
   out.push_back({CodecKind::rans, 16, 0, Norm::max, 70001, Input::gaussian});
@@ -76,12 +85,13 @@ TEST(Backends, SameMessagesLevelsAndSums) {
   const qsgd::RngKey key{20261203, 17, 3, 5};
   for (const Case& c : cases()) {
     SCOPED_TRACE(name(c));
-    const auto cfg = config(c.codec, c.s, c.d, c.norm);
+    const auto cfg = config(c.codec, c.s, c.d, c.norm, c.chunk);
     const std::vector<float> x = make_input(c.input, c.n, 1000 + c.n);
     // Device side.
     Codec dev(cfg);
     const Values dx = to_device(x);
     Words dout("test::dev_out", dev.max_message_bytes(c.n) / 8 + 1);
+    Kokkos::deep_copy(dout, ~std::uint64_t(0));  // a word the encoder fails to zero shows
     const std::size_t dbytes = dev.encode(dx, c.n, key, dout);
     const std::vector<std::uint64_t> dmsg = to_host(dout, dbytes / 8);
     // Host side.
@@ -106,6 +116,7 @@ TEST(Backends, SameMessagesLevelsAndSums) {
     for (std::size_t i = 0; i < dmsg.size(); ++i) hmsg_on_host(i) = dmsg[i];
 
     Values dvals("test::dvals", c.n);
+    Kokkos::deep_copy(dvals, std::numeric_limits<float>::quiet_NaN());  // a coordinate never written shows
     dev.decode(dmsg_on_dev, hbytes, dvals);
     HostValues hvals("test::hvals", c.n);
     host.decode(hmsg_on_host, dbytes, hvals);

@@ -1324,7 +1324,11 @@ TEST(RansLanes, EncoderMatchesTheChunkEncoderBitForBit) {
 // per chunk, elias_parts parts) against the thread-per-chunk kernels, run
 // here on the host, where one thread walks a chunk's parts in order: the same
 // chunk lengths, offsets and payload words for both codes. Both payloads
-// start filled with ones, so a shared word that nobody zeroed shows.
+// start filled with ones, so a shared word that nobody zeroed shows. Then
+// the team kernel alone rewrites a payload that already holds the right
+// bits, one chunk at a time, in increasing and in decreasing order: a chunk
+// that zeroed a word it shares with a neighbour chunk (whose team may run
+// before or after it on a device) would erase the neighbour's bits.
 TEST(EliasTeams, PlanAndWriteMatchTheChunkKernelsBitForBit) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using W = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>;
@@ -1377,6 +1381,18 @@ TEST(EliasTeams, PlanAndWriteMatchTheChunkKernelsBitForBit) {
             }
             for (std::uint64_t w = 0; w < words; ++w)
               ASSERT_EQ(pc(w), pt(w)) << (sparse ? "sparse" : "dense") << " word " << w;
+            for (bool up : {true, false}) {
+              Kokkos::deep_copy(pt, pc);
+              for (std::uint64_t k = 0; k < nchunks; ++k) {
+                const std::uint64_t c = up ? k : nchunks - 1 - k;
+                if (sparse)
+                  qsgd::detail::write_elias_team_chunks<true>(Host(), lv, n, chunk, off_t, len_t, pt, om, c, c + 1);
+                else
+                  qsgd::detail::write_elias_team_chunks<false>(Host(), lv, n, chunk, off_t, len_t, pt, dc, c, c + 1);
+              }
+              for (std::uint64_t w = 0; w < words; ++w)
+                ASSERT_EQ(pc(w), pt(w)) << (sparse ? "sparse" : "dense") << (up ? " up" : " down") << " word " << w;
+            }
           }
         }
   }

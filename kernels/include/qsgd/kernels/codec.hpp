@@ -173,12 +173,15 @@ class Codec {
         h.payload_bits = detail::scan_chunk_lengths(exec_, chunk_len_, offsets, nchunks);
       }
     }
-    constexpr bool teams = detail::use_device_shapes<ExecSpace>();  // a team per chunk on a device
+    // A team per chunk on a device (detail/elias.hpp; compiled only there).
+    constexpr bool device = detail::use_device_shapes<ExecSpace>();
+    const bool teams = !host_path && detail::elias_teams_for<ExecSpace>(h.chunk);
     if (host_path) {
       // planned above
-    } else if constexpr (teams) {
-      h.payload_bits = sparse ? detail::plan_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
-                              : detail::plan_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
+    } else if (teams) {
+      if constexpr (device)
+        h.payload_bits = sparse ? detail::plan_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
+                                : detail::plan_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
     } else {
       h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
                               : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
@@ -192,11 +195,13 @@ class Codec {
     if (host_path) {
       if (detail::simd::elias_dense_write(levels.data(), n, c.s, payload.data()) != h.payload_bits)
         throw std::logic_error("encode: the Elias dense host path wrote other bits than it planned");
-    } else if constexpr (teams) {
-      if (sparse)
-        detail::write_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
-      else
-        detail::write_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
+    } else if (teams) {
+      if constexpr (device) {
+        if (sparse)
+          detail::write_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
+        else
+          detail::write_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
+      }
     } else if (sparse) {
       detail::write_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
     } else {

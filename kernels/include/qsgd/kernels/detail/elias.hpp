@@ -416,26 +416,37 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
  *   parts (TeamThreadRange: a thread per part on a device, one thread
  *   walking the parts in order on the host). Each part measures its own
  *   coordinates into team scratch (EliasPart: bits; for the sparse code its
- *   non-zeros, first and last, as SparseRun). After a barrier, the gap of a
- *   part's first non-zero runs from the last non-zero of the parts before it
- *   (or from i0 - 1), and a part's first bit is the chunk's first bit plus
- *   the count's codeword (sparse) plus the bits of the parts before it: at
- *   most elias_parts - 1 entries of scratch per part.
- *   plan: one thread adds the parts into chunk_len, then the chunk scan.
- *   write: the words two parts of the chunk share are zeroed (those the
- *   chunk shares with a neighbour chunk are zeroed beforehand by
- *   zero_shared_words, and another team may already be OR-ing into them),
- *   a barrier, then each part writes its codewords with a BitWriter over
- *   its own bits, OR-ing its shared words.
+ *   non-zeros, first and last, as SparseRun). After a barrier one thread
+ *   walks the 32 parts once: the gap of a part's first non-zero runs from
+ *   the last non-zero of the parts before it (or from i0 - 1), and a part's
+ *   bits [begin, end) in the chunk follow the count's codeword (sparse, in
+ *   part 0) and the parts before it. Another barrier.
+ *   plan: the chunk's length is the last part's end; then the chunk scan.
+ *   write: zero_shared_words zeroes the words each chunk shares with a
+ *   neighbour chunk (a kernel of its own: another team may OR into them at
+ *   any time afterwards); then, per chunk (write_elias_team_chunks), the
+ *   words two of its parts share are zeroed, a barrier, and each part
+ *   writes its codewords with a BitWriter over its own bits, OR-ing its
+ *   shared words.
  * Cost: plan reads the levels once, write twice (the parts' sizes, then the
  *   codewords); a part's loop is chunk / 32 = 128 coordinates at the
- *   defaults.
+ *   defaults. Chunks under elias_team_min_chunk keep a thread per chunk
+ *   (elias_teams_for): most of a team would idle.
  */
 constexpr int elias_parts = 32;
+constexpr std::uint32_t elias_team_min_chunk = 1024;  // 32 coordinates per part
 struct EliasPart {
-  SparseRun run;          // the sparse code's measures (count 0 for the dense code)
-  std::uint64_t bits = 0; // the part's bits, the sparse first gap not included
+  SparseRun run;           // the sparse code's measures (count 0 for the dense code)
+  std::uint64_t bits = 0;  // the part's codewords, the sparse first gap not included
+  std::uint64_t prev = 0;  // where the part's first gap counts from
+  std::uint64_t begin = 0, end = 0;  // the part's bits in the chunk (part 0: the count's codeword first)
 };
+
+// Whether a device space encodes chunks of this size with a team per chunk.
+template <class ExecSpace>
+constexpr bool elias_teams_for(std::uint32_t chunk) {
+  return use_device_shapes<ExecSpace>() && chunk >= elias_team_min_chunk;
+}
 
 template <class ExecSpace>
 struct EliasTeamLaunch {
@@ -460,8 +471,32 @@ KOKKOS_INLINE_FUNCTION void elias_part_range(std::uint64_t i0, std::uint64_t i1,
   b = a + len < i1 ? a + len : i1;
 }
 
+// Every part's bits [begin, end) in the chunk and its first gap's origin,
+// walking the measured parts once.
+template <bool Sparse, class PartsView, class Table>
+KOKKOS_INLINE_FUNCTION void place_elias_parts(const PartsView& parts, std::uint64_t i0, const Table& om) {
+  std::uint64_t at = 0, prev = i0 - 1;  // wraps for i0 == 0; only differences are used
+  if constexpr (Sparse) {
+    std::uint64_t count = 0;
+    for (int p = 0; p < elias_parts; ++p) count += parts(p).run.count;
+    at = om.length(count + 1);
+  }
+  for (int p = 0; p < elias_parts; ++p) {
+    EliasPart& e = parts(p);
+    e.prev = prev;
+    e.begin = p == 0 ? 0 : at;
+    if constexpr (Sparse) {
+      at += e.bits + e.run.lead_bits(prev, om);
+      if (e.run.count > 0) prev = e.run.last;
+    } else {
+      at += e.bits;
+    }
+    e.end = at;
+  }
+}
+
 // The team's chunk c = c0 + its league rank and the chunk's coordinates
-// [i0, i1); every part of it measured into team scratch, then a team barrier.
+// [i0, i1); every part of it measured and placed in team scratch.
 template <bool Sparse, class Member, class LView, class Table>
 KOKKOS_INLINE_FUNCTION auto measure_elias_chunk(const Member& m, std::uint64_t c0, std::uint32_t chunk,
                                                 std::uint64_t n, const LView& levels, const Table& om,
@@ -471,9 +506,10 @@ KOKKOS_INLINE_FUNCTION auto measure_elias_chunk(const Member& m, std::uint64_t c
   i1 = i0 + chunk < n ? i0 + chunk : n;
   using space = typename Member::execution_space;
   const typename EliasTeamLaunch<space>::parts_view parts(m.team_scratch(0), elias_parts);
+  const std::uint64_t first = i0, last = i1;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
     std::uint64_t a, b;
-    elias_part_range(i0, i1, p, a, b);
+    elias_part_range(first, last, p, a, b);
     EliasPart e;
     if constexpr (Sparse) {
       e.run = sparse_run(levels, a, b, om);
@@ -484,34 +520,9 @@ KOKKOS_INLINE_FUNCTION auto measure_elias_chunk(const Member& m, std::uint64_t c
     parts(p) = e;
   });
   m.team_barrier();
+  Kokkos::single(Kokkos::PerTeam(m), [&]() { place_elias_parts<Sparse>(parts, first, om); });
+  m.team_barrier();
   return parts;
-}
-
-// Part p's bits with its first gap, and where the gap counts from.
-template <bool Sparse, class PartsView, class Table>
-KOKKOS_INLINE_FUNCTION std::uint64_t elias_part_bits(const PartsView& parts, int p, std::uint64_t i0,
-                                                     const Table& om, std::uint64_t& prev) {
-  prev = i0 - 1;  // wraps for i0 == 0; only differences are used
-  for (int q = p - 1; q >= 0; --q)
-    if (parts(q).run.count > 0) {
-      prev = parts(q).run.last;
-      break;
-    }
-  if constexpr (Sparse) return parts(p).bits + parts(p).run.lead_bits(prev, om);
-  return parts(p).bits;
-}
-
-// The non-zeros of the chunk, and the bits of their count's codeword (sparse code; 0 for the dense code).
-template <class PartsView>
-KOKKOS_INLINE_FUNCTION std::uint64_t elias_chunk_count(const PartsView& parts) {
-  std::uint64_t count = 0;
-  for (int q = 0; q < elias_parts; ++q) count += parts(q).run.count;
-  return count;
-}
-template <bool Sparse, class PartsView, class Table>
-KOKKOS_INLINE_FUNCTION std::uint64_t elias_count_bits(const PartsView& parts, const Table& om) {
-  if constexpr (Sparse) return om.length(elias_chunk_count(parts) + 1);
-  return 0;
 }
 
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class Table>
@@ -526,82 +537,77 @@ std::uint64_t plan_elias_teams(const ExecSpace& exec, const LView& levels, std::
         Launch::slice(exec, c0, nchunks), KOKKOS_LAMBDA(const typename Launch::member& m) {
           std::uint64_t c, i0, i1;
           const auto parts = measure_elias_chunk<Sparse>(m, c0, chunk, n, levels, om, c, i0, i1);
-          Kokkos::single(Kokkos::PerTeam(m), [&]() {
-            std::uint64_t bits = elias_count_bits<Sparse>(parts, om), prev;
-            for (int p = 0; p < elias_parts; ++p) bits += elias_part_bits<Sparse>(parts, p, i0, om, prev);
-            chunk_len(c) = bits;
-          });
+          Kokkos::single(Kokkos::PerTeam(m), [&]() { chunk_len(c) = parts(elias_parts - 1).end; });
         });
   return scan_chunk_lengths(exec, chunk_len, offsets, nchunks);
-}
-
-// Part p's bits [begin, end) in the chunk that starts at bit start; the
-// sparse code's count codeword opens part 0. Returns where its first gap
-// counts from.
-template <bool Sparse, class PartsView, class Table>
-KOKKOS_INLINE_FUNCTION std::uint64_t elias_part_span(const PartsView& parts, int p, std::uint64_t i0,
-                                                     std::uint64_t start, const Table& om, std::uint64_t& begin,
-                                                     std::uint64_t& end) {
-  std::uint64_t prev;
-  const std::uint64_t count_bits = elias_count_bits<Sparse>(parts, om);
-  begin = start + (p > 0 ? count_bits : 0);
-  for (int q = 0; q < p; ++q) begin += elias_part_bits<Sparse>(parts, q, i0, om, prev);
-  end = begin + elias_part_bits<Sparse>(parts, p, i0, om, prev) + (p == 0 ? count_bits : 0);
-  return prev;
 }
 
 // Part p's codewords ([a, b), bits [begin, end)): the count's codeword first in part 0 of a sparse chunk.
 template <bool Sparse, class PartsView, class LView, class Writer, class Table>
 KOKKOS_INLINE_FUNCTION void write_elias_part(const PartsView& parts, int p, const LView& levels, std::uint64_t a,
-                                             std::uint64_t b, std::uint64_t prev, std::uint64_t begin,
-                                             std::uint64_t end, Writer& wr, const Table& om) {
+                                             std::uint64_t b, std::uint64_t begin, std::uint64_t end, Writer& wr,
+                                             const Table& om) {
   if constexpr (Sparse) {
     if (p == 0) {
-      const Codeword cc = om.get(elias_chunk_count(parts) + 1);
+      std::uint64_t count = 0;
+      for (int q = 0; q < elias_parts; ++q) count += parts(q).run.count;
+      const Codeword cc = om.get(count + 1);
       wr.put(cc.bits, cc.len);
     }
-    write_sparse_run(levels, a, b, prev, wr, om);
+    write_sparse_run(levels, a, b, parts(p).prev, wr, om);
   } else {
     write_dense_chunk(levels, a, b, begin, end, wr, om);
   }
 }
 
+// The team kernel of write_elias_teams: the codewords of chunks [first,
+// min(last, nchunks)), after the words chunks share with their neighbours
+// were zeroed (a range so that tests can order the chunks).
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
-void write_elias_teams(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
-                       const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
-                       const Table& om) {
+void write_elias_team_chunks(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                             const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
+                             const Table& om, std::uint64_t first = 0, std::uint64_t last = no_index) {
   using Launch = EliasTeamLaunch<ExecSpace>;
   const std::uint64_t nchunks = ceil_div(n, chunk);
-  if (nchunks == 0) return;
-  zero_shared_words(exec, offsets, chunk_len, payload_all, nchunks);
-  for (std::uint64_t c0 = 0; c0 < nchunks; c0 += max_league)
+  const std::uint64_t stop_chunk = last < nchunks ? last : nchunks;
+  for (std::uint64_t c0 = first; c0 < stop_chunk; c0 += max_league)
     Kokkos::parallel_for(
         Sparse ? "qsgd::encode[elias-sparse]::write_teams" : "qsgd::encode[elias-dense]::write_teams",
-        Launch::slice(exec, c0, nchunks), KOKKOS_LAMBDA(const typename Launch::member& m) {
+        Launch::slice(exec, c0, stop_chunk), KOKKOS_LAMBDA(const typename Launch::member& m) {
           std::uint64_t c, i0, i1;
           const auto parts = measure_elias_chunk<Sparse>(m, c0, chunk, n, levels, om, c, i0, i1);
           const std::uint64_t start = offsets(c), stop = start + chunk_len(c);
-          // The word a part ends in, when the next part of this chunk starts in it.
+          // The word a part ends in, when a later part of this chunk starts
+          // in it (a word shared with a neighbour chunk is not touched here).
           const bool shared_first = (start & 63) != 0, shared_last = (stop & 63) != 0;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
-            std::uint64_t begin, end;
-            elias_part_span<Sparse>(parts, p, i0, start, om, begin, end);
-            if (end == begin || (end & 63) == 0) return;
+            const std::uint64_t end = start + parts(p).end;
+            if (parts(p).end == parts(p).begin || (end & 63) == 0) return;
             const std::uint64_t w = (end - 1) >> 6;
             if ((shared_first && w == start >> 6) || (shared_last && w == (stop - 1) >> 6)) return;
             payload_all(w) = 0;
           });
           m.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
-            std::uint64_t a, b, begin, end;
+            if (parts(p).end == parts(p).begin) return;
+            std::uint64_t a, b;
             elias_part_range(i0, i1, p, a, b);
-            const std::uint64_t prev = elias_part_span<Sparse>(parts, p, i0, start, om, begin, end);
-            if (end == begin) return;
+            const std::uint64_t begin = start + parts(p).begin, end = start + parts(p).end;
             BitWriter<WordView> wr(payload_all, begin, end);
-            write_elias_part<Sparse>(parts, p, levels, a, b, prev, begin, end, wr, om);
+            write_elias_part<Sparse>(parts, p, levels, a, b, begin, end, wr, om);
             wr.finish();
           });
         });
+}
+
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
+void write_elias_teams(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                       const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
+                       const Table& om) {
+  const std::uint64_t nchunks = ceil_div(n, chunk);
+  if (nchunks == 0) return;
+  zero_shared_words(exec, offsets, chunk_len, payload_all, nchunks);
+  write_elias_team_chunks<Sparse>(exec, levels, n, chunk, offsets, chunk_len, payload_all, om);
 }
 
 // One dense chunk being decoded: its reader, a 64-bit window on it (buf: the
