@@ -1358,8 +1358,8 @@ TEST(EliasTeams, PlanAndWriteMatchTheChunkKernelsBitForBit) {
           for (bool sparse : {true, false}) {
             W off_c("off_c", nchunks), off_t("off_t", nchunks), len_c("len_c", nchunks), len_t("len_t", nchunks);
             const std::uint64_t bits_c =
-                sparse ? qsgd::detail::plan_elias<true>(Host(), lv, n, chunk, off_c, len_c, om)
-                       : qsgd::detail::plan_elias<false>(Host(), lv, n, chunk, off_c, len_c, dc);
+                sparse ? qsgd::detail::plan_elias_chunks<true>(Host(), lv, n, chunk, off_c, len_c, om)
+                       : qsgd::detail::plan_elias_chunks<false>(Host(), lv, n, chunk, off_c, len_c, dc);
             const std::uint64_t bits_t =
                 sparse ? qsgd::detail::plan_elias_teams<true>(Host(), lv, n, chunk, off_t, len_t, om)
                        : qsgd::detail::plan_elias_teams<false>(Host(), lv, n, chunk, off_t, len_t, dc);
@@ -1373,10 +1373,10 @@ TEST(EliasTeams, PlanAndWriteMatchTheChunkKernelsBitForBit) {
             Kokkos::deep_copy(pc, ~std::uint64_t(0));
             Kokkos::deep_copy(pt, ~std::uint64_t(0));
             if (sparse) {
-              qsgd::detail::write_elias<true>(Host(), lv, n, chunk, off_c, len_c, pc, om);
+              qsgd::detail::write_elias_chunks<true>(Host(), lv, n, chunk, off_c, len_c, pc, om);
               qsgd::detail::write_elias_teams<true>(Host(), lv, n, chunk, off_t, len_t, pt, om);
             } else {
-              qsgd::detail::write_elias<false>(Host(), lv, n, chunk, off_c, len_c, pc, dc);
+              qsgd::detail::write_elias_chunks<false>(Host(), lv, n, chunk, off_c, len_c, pc, dc);
               qsgd::detail::write_elias_teams<false>(Host(), lv, n, chunk, off_t, len_t, pt, dc);
             }
             for (std::uint64_t w = 0; w < words; ++w)

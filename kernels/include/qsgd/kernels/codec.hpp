@@ -173,19 +173,9 @@ class Codec {
         h.payload_bits = detail::scan_chunk_lengths(exec_, chunk_len_, offsets, nchunks);
       }
     }
-    // A team per chunk on a device (detail/elias.hpp; compiled only there).
-    constexpr bool device = detail::use_device_shapes<ExecSpace>();
-    const bool teams = !host_path && detail::elias_teams_for<ExecSpace>(h.chunk);
-    if (host_path) {
-      // planned above
-    } else if (teams) {
-      if constexpr (device)
-        h.payload_bits = sparse ? detail::plan_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
-                                : detail::plan_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
-    } else {
+    if (!host_path)
       h.payload_bits = sparse ? detail::plan_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, om)
                               : detail::plan_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, dc);
-    }
     lay = layout_of(h);
     if (lay.total_words > cap)
       throw Error(Errc::buffer_too_small, "encode: output buffer holds " + std::to_string(cap * 8) +
@@ -195,18 +185,10 @@ class Codec {
     if (host_path) {
       if (detail::simd::elias_dense_write(levels.data(), n, c.s, payload.data()) != h.payload_bits)
         throw std::logic_error("encode: the Elias dense host path wrote other bits than it planned");
-    } else if (teams) {
-      if constexpr (device) {
-        if (sparse)
-          detail::write_elias_teams<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
-        else
-          detail::write_elias_teams<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
-      }
-    } else if (sparse) {
+    } else if (sparse)
       detail::write_elias<true>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, om);
-    } else {
+    else
       detail::write_elias<false>(exec_, levels, n, h.chunk, offsets, chunk_len_, payload, dc);
-    }
     copy_scales_from(lay, out, q);
     return seal(h, out);
   }

@@ -30,6 +30,10 @@ constexpr bool use_device_shapes() {
 // Teams per launch of those kernels: a league size is an int, and Kokkos 3.4
 // computes a team reduce's league x team size in 32 bits on Cuda.
 constexpr std::uint64_t max_league = std::uint64_t(1) << 24;
+// The teams of one launch over work items [first, total).
+constexpr std::uint64_t league_slice(std::uint64_t total, std::uint64_t first) {
+  return total - first < max_league ? total - first : max_league;
+}
 
 // Rank-1 Views in LayoutLeft or LayoutRight are plain arrays: the host loops
 // index their data() pointer directly so the compiler sees simple strides.

@@ -291,7 +291,7 @@ KOKKOS_INLINE_FUNCTION void write_dense_chunk(const LView& levels, std::uint64_t
 }
 
 /*
- * plan_elias<Sparse> + write_elias<Sparse>
+ * plan_elias_chunks<Sparse> + write_elias_chunks<Sparse> (a thread per chunk)
  * Purpose: variable-length encoding of signed levels with per-chunk bit offsets.
  * Algorithm: plan: (1) code length of every coordinate, summed per chunk;
  *   (2) exclusive parallel_scan of chunk lengths -> chunk bit offsets, written
@@ -321,8 +321,8 @@ std::uint64_t scan_chunk_lengths(const ExecSpace& exec, const ScratchView& chunk
 }
 
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class Table>
-std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
-                         const OffView& offsets, const ScratchView& chunk_len, const Table& om) {
+std::uint64_t plan_elias_chunks(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                                const OffView& offsets, const ScratchView& chunk_len, const Table& om) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
   if (nchunks == 0) return 0;
   using range = Kokkos::RangePolicy<ExecSpace>;
@@ -388,8 +388,9 @@ void zero_shared_words(const ExecSpace& exec, const OffView& offsets, const Scra
 }
 
 template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
-void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
-                 const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all, const Table& om) {
+void write_elias_chunks(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                        const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all,
+                        const Table& om) {
   const std::uint64_t nchunks = ceil_div(n, chunk);
   if (nchunks == 0) return;
   using range = Kokkos::RangePolicy<ExecSpace>;
@@ -408,7 +409,7 @@ void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, st
 
 /*
  * plan_elias_teams<Sparse> + write_elias_teams<Sparse>
- * Purpose: plan_elias and write_elias's GPU shape: the same chunk lengths,
+ * Purpose: plan_elias_chunks and write_elias_chunks's GPU shape: the same chunk lengths,
  *   offsets and payload bits, with a team per chunk instead of a thread
  *   walking its 4096 coordinates.
  * Algorithm: a chunk is cut into elias_parts parts of ceil(len / elias_parts)
@@ -456,8 +457,7 @@ struct EliasTeamLaunch {
   static constexpr int threads = use_device_shapes<ExecSpace>() ? elias_parts : 1;
   // The teams of chunks [c0, min(c0 + max_league, nchunks)).
   static policy slice(const ExecSpace& exec, std::uint64_t c0, std::uint64_t nchunks) {
-    const std::uint64_t teams = nchunks - c0 < max_league ? nchunks - c0 : max_league;
-    return policy(exec, static_cast<int>(teams), threads)
+    return policy(exec, static_cast<int>(league_slice(nchunks, c0)), threads)
         .set_scratch_size(0, Kokkos::PerTeam(parts_view::shmem_size(elias_parts)));
   }
 };
@@ -471,16 +471,20 @@ KOKKOS_INLINE_FUNCTION void elias_part_range(std::uint64_t i0, std::uint64_t i1,
   b = a + len < i1 ? a + len : i1;
 }
 
+// The chunk's non-zeros: the sum of its parts' (sparse code).
+template <class PartsView>
+KOKKOS_INLINE_FUNCTION std::uint64_t elias_chunk_count(const PartsView& parts) {
+  std::uint64_t count = 0;
+  for (int p = 0; p < elias_parts; ++p) count += parts(p).run.count;
+  return count;
+}
+
 // Every part's bits [begin, end) in the chunk and its first gap's origin,
 // walking the measured parts once.
 template <bool Sparse, class PartsView, class Table>
 KOKKOS_INLINE_FUNCTION void place_elias_parts(const PartsView& parts, std::uint64_t i0, const Table& om) {
   std::uint64_t at = 0, prev = i0 - 1;  // wraps for i0 == 0; only differences are used
-  if constexpr (Sparse) {
-    std::uint64_t count = 0;
-    for (int p = 0; p < elias_parts; ++p) count += parts(p).run.count;
-    at = om.length(count + 1);
-  }
+  if constexpr (Sparse) at = om.length(elias_chunk_count(parts) + 1);
   for (int p = 0; p < elias_parts; ++p) {
     EliasPart& e = parts(p);
     e.prev = prev;
@@ -506,10 +510,9 @@ KOKKOS_INLINE_FUNCTION auto measure_elias_chunk(const Member& m, std::uint64_t c
   i1 = i0 + chunk < n ? i0 + chunk : n;
   using space = typename Member::execution_space;
   const typename EliasTeamLaunch<space>::parts_view parts(m.team_scratch(0), elias_parts);
-  const std::uint64_t first = i0, last = i1;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(m, elias_parts), [&](int p) {
     std::uint64_t a, b;
-    elias_part_range(first, last, p, a, b);
+    elias_part_range(i0, i1, p, a, b);
     EliasPart e;
     if constexpr (Sparse) {
       e.run = sparse_run(levels, a, b, om);
@@ -520,7 +523,7 @@ KOKKOS_INLINE_FUNCTION auto measure_elias_chunk(const Member& m, std::uint64_t c
     parts(p) = e;
   });
   m.team_barrier();
-  Kokkos::single(Kokkos::PerTeam(m), [&]() { place_elias_parts<Sparse>(parts, first, om); });
+  Kokkos::single(Kokkos::PerTeam(m), [&]() { place_elias_parts<Sparse>(parts, i0, om); });
   m.team_barrier();
   return parts;
 }
@@ -549,9 +552,7 @@ KOKKOS_INLINE_FUNCTION void write_elias_part(const PartsView& parts, int p, cons
                                              const Table& om) {
   if constexpr (Sparse) {
     if (p == 0) {
-      std::uint64_t count = 0;
-      for (int q = 0; q < elias_parts; ++q) count += parts(q).run.count;
-      const Codeword cc = om.get(count + 1);
+      const Codeword cc = om.get(elias_chunk_count(parts) + 1);
       wr.put(cc.bits, cc.len);
     }
     write_sparse_run(levels, a, b, parts(p).prev, wr, om);
@@ -608,6 +609,26 @@ void write_elias_teams(const ExecSpace& exec, const LView& levels, std::uint64_t
   if (nchunks == 0) return;
   zero_shared_words(exec, offsets, chunk_len, payload_all, nchunks);
   write_elias_team_chunks<Sparse>(exec, levels, n, chunk, offsets, chunk_len, payload_all, om);
+}
+
+// plan_elias / write_elias: the backend's shape (elias_teams_for: a team per
+// chunk on a device, for chunks of elias_team_min_chunk or more; a thread
+// per chunk otherwise).
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class Table>
+std::uint64_t plan_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                         const OffView& offsets, const ScratchView& chunk_len, const Table& om) {
+  if constexpr (use_device_shapes<ExecSpace>())
+    if (elias_teams_for<ExecSpace>(chunk))
+      return plan_elias_teams<Sparse>(exec, levels, n, chunk, offsets, chunk_len, om);
+  return plan_elias_chunks<Sparse>(exec, levels, n, chunk, offsets, chunk_len, om);
+}
+template <bool Sparse, class ExecSpace, class LView, class OffView, class ScratchView, class WordView, class Table>
+void write_elias(const ExecSpace& exec, const LView& levels, std::uint64_t n, std::uint32_t chunk,
+                 const OffView& offsets, const ScratchView& chunk_len, const WordView& payload_all, const Table& om) {
+  if constexpr (use_device_shapes<ExecSpace>())
+    if (elias_teams_for<ExecSpace>(chunk))
+      return write_elias_teams<Sparse>(exec, levels, n, chunk, offsets, chunk_len, payload_all, om);
+  write_elias_chunks<Sparse>(exec, levels, n, chunk, offsets, chunk_len, payload_all, om);
 }
 
 // One dense chunk being decoded: its reader, a 64-bit window on it (buf: the

@@ -228,7 +228,7 @@ void encode_fixed_teams(const ExecSpace& exec, const Source& src, std::uint64_t 
   if (groups == 0) return;
   const std::uint32_t lb = fixed_level_bits(s), b = lb + 1;
   for (std::uint64_t g0 = 0; g0 < groups; g0 += max_league) {
-    const std::uint64_t league = groups - g0 < max_league ? groups - g0 : max_league;
+    const std::uint64_t league = league_slice(groups, g0);
     Kokkos::parallel_for(
       "qsgd::encode[fixed,teams]",
       Policy(exec, static_cast<int>(league), fixed_team_size<ExecSpace>())
@@ -340,7 +340,7 @@ std::uint64_t decode_fixed_teams(const ExecSpace& exec, const WordView& payload,
   const std::uint32_t lb = fixed_level_bits(s), b = lb + 1;
   const std::uint64_t lmask = (std::uint64_t(1) << lb) - 1;
   for (std::uint64_t g0 = 0; g0 < groups; g0 += max_league) {
-    const std::uint64_t league = groups - g0 < max_league ? groups - g0 : max_league;
+    const std::uint64_t league = league_slice(groups, g0);
     std::uint64_t slice_bad = no_index;
     Kokkos::parallel_reduce(
       "qsgd::decode[fixed,teams]",

@@ -347,8 +347,7 @@ struct RansLaneLaunch {
   explicit RansLaneLaunch(std::uint64_t nchunks) : league(ceil_div(nchunks, static_cast<std::uint64_t>(per_team))) {}
   // The slice of teams that starts at team t0.
   Kokkos::TeamPolicy<ExecSpace> slice(const ExecSpace& exec, std::uint64_t t0) const {
-    const std::uint64_t teams = league - t0 < max_league ? league - t0 : max_league;
-    return Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(teams), per_team, vector);
+    return Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(league_slice(league, t0)), per_team, vector);
   }
 };
 
