@@ -17,6 +17,10 @@
 #                         allreduce and 4-bit QSGD with allgather and scatter-reduce
 #   compute/              the same models' K = 1 fp32 runs, K copies at once (K = 1, 2, 3, 4):
 #                         the compute of a rank when K ranks share the cores
+#                         With --step-rounds R > 1 (default 3), steps and compute are measured
+#                         R times, round after round (steps/round-R/, compute/round-R/): one
+#                         run of a configuration and the same one minutes later differ by
+#                         13-47% on this machine, and qsgd-model takes the median of the rounds
 #   signs/round-R/        only with --parts signs (not a default part): the break-even
 #                         check repeated, R = 1..--rounds (default 5): MLP and CNN at
 #                         K = 4 on each --step-rates link, fp32 ring and 4-bit QSGD
@@ -27,9 +31,9 @@
 #
 #   benchmarks/model/measure.sh OUT [--rates unshaped,10gbit,1gbit,100mbit] [--ks 2,3,4]
 #                                   [--step-rates 10gbit,1gbit] [--parts exchange,steps,compute]
-#                                   [--rounds R]
+#                                   [--rounds R] [--step-rounds R]
 #
-# About 25 minutes. A run of some --parts makes a directory with only
+# About 25 minutes, and 12 more per step round beyond the first. A run of some --parts makes a directory with only
 # those parts (development). Needs root (network namespaces) and the release build.
 # Run on an otherwise idle machine: the numbers are timings.
 set -euo pipefail
@@ -41,6 +45,7 @@ ks=2,3,4
 step_rates=10gbit,1gbit
 parts=exchange,steps,compute
 rounds=5
+step_rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --rates) rates="$2"; shift 2 ;;
@@ -48,6 +53,7 @@ while [ $# -gt 0 ]; do
     --step-rates) step_rates="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --step-rounds) step_rounds="$2"; shift 2 ;;
     *) echo "measure.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -59,7 +65,8 @@ done
 . "$root/scripts/openmpi-env.sh"
 rm -rf "${out:?}"
 mkdir -p "$out"
-echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step_rates --parts $parts --rounds $rounds  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" rev-parse --short HEAD)" \
+[[ "$step_rounds" =~ ^[1-9][0-9]*$ ]] || { echo "measure.sh: --step-rounds must be a positive integer" >&2; exit 2; }
+echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step_rates --parts $parts --rounds $rounds --step-rounds $step_rounds  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" rev-parse --short HEAD)" \
   > "$out/COMMAND"
 "$root/benchmarks/report/machine-info" > "$out/machine.json"
 
@@ -94,37 +101,47 @@ if has_part exchange; then
   done
 fi
 
-if has_part steps; then
-  sweep="$root/benchmarks/scaling/qsgd-sweep"
-  common=(--out "$out/steps" --configs fp32,bf16,4bit --strategies allgather,scatter-reduce --eval-limit 200 --no-plots)
+# One round of the training steps into DIR (qsgd-sweep).
+measure_steps() {
+  local sweep="$root/benchmarks/scaling/qsgd-sweep" m margs
+  local common=(--out "$1" --configs fp32,bf16,4bit --strategies allgather,scatter-reduce --eval-limit 200 --no-plots)
   for m in "mlp --widths 784,2048,2048,10 --steps 16" "cnn --steps 12"; do
     read -r -a margs <<< "$m"
     "$sweep" "${common[@]}" --model "${margs[@]}" --ranks 1 --link local
     "$sweep" "${common[@]}" --model "${margs[@]}" --ranks "$ks" --link "$step_rates"
   done
-fi
+}
 
-if has_part compute; then
-  # K independent one-rank runs at once: no network, only the shared cores.
-  mkdir -p "$out/compute"
-  export OPENBLAS_NUM_THREADS=1
+# One round of the compute into DIR: K independent one-rank runs at once, no
+# network, only the shared cores.
+measure_compute() {
+  local m margs k i p pids
+  mkdir -p "$1"
   IFS=, read -r -a k_list <<< "1,$ks"
   for m in "mlp --mlp-widths 784,2048,2048,10 --max-steps 16" "cnn --max-steps 12"; do
     read -r -a margs <<< "$m"
     for k in "${k_list[@]}"; do
       pids=()
       for i in $(seq 1 "$k"); do
-        mpirun -np 1 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-train" --model "${margs[@]}" --batch 128 \
-          --epochs 1 --lr 0.05 --eval-limit 200 --quiet --strategy allreduce --codec fp32 \
-          --trace "$out/compute/${margs[0]}-K$k-copy$i.h5" --label "compute, $k copies" \
-          > "$out/compute/${margs[0]}-K$k-copy$i.h5.log" 2>&1 &
+        OPENBLAS_NUM_THREADS=1 mpirun -np 1 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-train" --model "${margs[@]}" \
+          --batch 128 --epochs 1 --lr 0.05 --eval-limit 200 --quiet --strategy allreduce --codec fp32 \
+          --trace "$1/${margs[0]}-K$k-copy$i.h5" --label "compute, $k copies" \
+          > "$1/${margs[0]}-K$k-copy$i.h5.log" 2>&1 &
         pids+=($!)
       done
       for p in "${pids[@]}"; do wait "$p"; done
       echo "compute: ${margs[0]}, $k copies at once" >&2
     done
   done
-fi
+}
+
+for r in $(seq 1 "$step_rounds"); do
+  sub=""
+  [ "$step_rounds" = 1 ] || sub="/round-$r"
+  if has_part steps; then measure_steps "$out/steps$sub"; fi
+  if has_part compute; then measure_compute "$out/compute$sub"; fi
+  if has_part steps || has_part compute; then echo "steps and compute: round $r of $step_rounds done" >&2; fi
+done
 
 if has_part signs; then
   # The speedups behind the break-even signs, measured again and again: one

@@ -8,7 +8,9 @@ exchange of n elements among K ranks, per strategy and schedule, from
     codec's bits per dimension, from a qsgd-bench-kernels JSON document
     (Rates);
   * a CPU share factor: ranks that share cores run their kernels slower
-    (share = max(1, K / cores)).
+    (share = max(1, K / cores)); an exchange run in lockstep on its own
+    (qsgd-bench-exchange) is paced by the ranks that share a core
+    (ceil(K / cores), paced_share).
 
 Every formula is a plain function of those inputs, so that a test can check
 it against a hand computation and a reader can check it against the
@@ -143,6 +145,16 @@ def share_factor(ranks_on_cores, cores):
     """How much slower a kernel runs when `ranks_on_cores` single-threaded ranks
     share `cores` cores (MPI waits spin, so a waiting rank takes its share)."""
     return max(1.0, float(ranks_on_cores) / float(cores))
+
+
+def paced_share(ranks_on_cores, cores):
+    """The share of an exchange run in lockstep, back to back, with nothing
+    between (qsgd-bench-exchange): K single-threaded ranks on `cores` cores
+    put ceil(K / cores) ranks on some core, and every phase waits for the
+    slowest rank, so the exchange runs at that core's pace. Inside a training
+    step the ranks reach their exchanges at different moments, between
+    compute the scheduler spreads over the cores: there share_factor holds."""
+    return max(1.0, float(math.ceil(float(ranks_on_cores) / float(cores))))
 
 
 def message_bytes(n, bits_per_dim):
@@ -288,10 +300,12 @@ def param_server(n, k, link, rates, share, codec):
                       [(0.0, gather), (server, bcast)])
 
 
-def exchange(strategy, codec, n, k, link, rates, cores):
+def exchange(strategy, codec, n, k, link, rates, cores, paced=False):
     """The predicted time of one exchange; `cores` is how many cores the K
-    ranks share (ranks on machines of their own: pass cores >= K)."""
-    share = share_factor(k, cores)
+    ranks share (ranks on machines of their own: pass cores >= K). `paced`:
+    the exchange runs in lockstep on its own (a benchmark's back-to-back
+    iterations), so its share is paced_share, not share_factor."""
+    share = paced_share(k, cores) if paced else share_factor(k, cores)
     if strategy == "allreduce":
         return ring_allreduce(n, k, link, rates, share)
     if strategy == "allreduce16":
@@ -312,7 +326,7 @@ def _ring_terms(rows, rates, cores):
     unit = Link(0.0, 1.0)
     out = []
     for n, k, t in rows:
-        share = share_factor(k, cores)
+        share = paced_share(k, cores)  # benchmark rows: back to back
         parts = ring_allreduce(n, k, unit, rates, share)
         # The stack's cost per byte is shared like the kernels (gamma x share).
         out.append((2 * (k - 1) * pieces(4.0 * n / k), parts.wire_bytes * share, t - parts.cpu, t))

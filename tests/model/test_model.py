@@ -81,6 +81,24 @@ class Formulas(unittest.TestCase):
         # To 16 bits, half the additions, back to 32 bits: 2.5 passes.
         self.assertAlmostEqual(p.cpu, 2.5 * n * 1e-9, places=12)
 
+    def test_paced_share_is_the_ranks_of_the_fullest_core(self):
+        self.assertEqual(qm.paced_share(3, 2), 2.0)
+        self.assertEqual(qm.paced_share(4, 2), 2.0)
+        self.assertEqual(qm.paced_share(5, 2), 3.0)
+        self.assertEqual(qm.paced_share(2, 8), 1.0)
+
+    def test_a_lockstep_exchange_runs_at_the_pace_of_a_shared_core(self):
+        """Three ranks on two cores: a benchmark's back-to-back exchange
+        (paced) runs its kernels at half a core, an exchange inside a step at
+        the cores' average, two thirds of a core."""
+        n = 1 << 20
+        link = qm.Link(0.0, 1e-9)
+        alone = qm.exchange("scatter-reduce", "fixed", n, 3, link, stub_rates(), cores=3)
+        paced = qm.exchange("scatter-reduce", "fixed", n, 3, link, stub_rates(), cores=2, paced=True)
+        spread = qm.exchange("scatter-reduce", "fixed", n, 3, link, stub_rates(), cores=2)
+        self.assertAlmostEqual(paced.cpu, 2.0 * alone.cpu, places=12)
+        self.assertAlmostEqual(spread.cpu, 1.5 * alone.cpu, places=12)
+
     def test_cores_shared_by_more_ranks_slow_the_kernels(self):
         n = 1 << 20
         link = qm.Link(0.0, 1e-9)
@@ -328,6 +346,20 @@ class Projection(unittest.TestCase):
             self.assertEqual(ref / q > 1.0 + qm.PAYS, pays, "at %g Gbit/s" % g)
 
 
+def step_files(d):
+    """The training traces of a measured set's first round (DIR/steps/round-1,
+    or DIR/steps when it was measured once): {name: path}."""
+    steps = os.path.join(d, "steps")
+    first = os.path.join(steps, "round-1")
+    top = first if os.path.isdir(first) else steps
+    return {n: os.path.join(top, n) for n in os.listdir(top) if n.endswith(".h5")}
+
+
+def all_traces(d):
+    return sorted(os.path.relpath(os.path.join(r, n), d) for r, _, files in os.walk(d) for n in files
+                  if n.endswith(".h5"))
+
+
 class Command(unittest.TestCase):
     PROG = os.path.join(REPO, "benchmarks", "model", "qsgd-model")
     DATA = os.path.join(REPO, "results", "reference", "model")
@@ -350,13 +382,13 @@ class Command(unittest.TestCase):
         equal the single measured speedup, and the verdict follows it."""
         import shutil
         with tempfile.TemporaryDirectory() as tmp:
-            steps = os.path.join(self.DATA, "steps")
+            steps = step_files(self.DATA)
             for r in ("round-1", "round-2"):
                 dst = os.path.join(tmp, "signs", r)
                 os.makedirs(dst)
-                for f in os.listdir(steps):
-                    if "-K4-" in f and f.endswith(".h5") and ("allreduce-fp32" in f or "-4bit" in f):
-                        shutil.copy(os.path.join(steps, f), dst)
+                for f, path in steps.items():
+                    if "-K4-" in f and ("allreduce-fp32" in f or "-4bit" in f):
+                        shutil.copy(path, dst)
             _, doc = self.run_json("validate", self.DATA, "--signs", tmp)
         even = {(b["model"], b["config"], x["rate"]): x for b in doc["break_even"] for x in b["at_measured_rates"]}
         self.assertEqual(len(doc["signs"]), len(even))
@@ -366,6 +398,42 @@ class Command(unittest.TestCase):
             self.assertAlmostEqual(x["measured_min"], one["measured_speedup"], places=9)
             self.assertAlmostEqual(x["measured_max"], one["measured_speedup"], places=9)
             self.assertEqual(x["verdict"], "agrees" if one["agree"] else "differs")
+
+    def test_validate_takes_the_median_of_rounds(self):
+        """Three rounds of one measured set: the committed traces twice, and
+        once with one configuration's step times doubled. Every row is
+        predicted as from one round; the doubled configuration's measured
+        time is the others' (the median), its spread 100%."""
+        import shutil
+        import h5py
+        one = self.run_json("validate", self.DATA)[1]
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, "set")
+            shutil.copytree(self.DATA, d, ignore=shutil.ignore_patterns("steps", "compute"))
+            for part in ("steps", "compute"):
+                src = os.path.join(self.DATA, part)
+                top = os.path.join(src, "round-1") if os.path.isdir(os.path.join(src, "round-1")) else src
+                for r in ("round-1", "round-2", "round-3"):
+                    shutil.copytree(top, os.path.join(d, part, r))
+            slow = next(n for n in sorted(step_files(self.DATA)) if "-K2-" in n)
+            with h5py.File(os.path.join(d, "steps", "round-3", slow), "r+") as f:
+                f["steps/step_time"][...] = 2.0 * f["steps/step_time"][...]
+            doc = self.run_json("validate", d)[1]
+        self.assertEqual(len(doc["steps"]), len(one["steps"]))
+        doubled = 0
+        for a, b in zip(one["steps"], doc["steps"]):
+            self.assertEqual((a["model"], a["rate"], a["ranks"], a["strategy"], a["codec"]),
+                             (b["model"], b["rate"], b["ranks"], b["strategy"], b["codec"]))
+            self.assertEqual(b["rounds"], 3)
+            self.assertAlmostEqual(b["predicted_s"], a["predicted_s"], places=12)
+            self.assertAlmostEqual(b["measured_s"], a["measured_s"], places=12)
+            if any(f.endswith(os.path.join("round-3", slow)) for f in b["files"]):
+                doubled += 1
+                self.assertAlmostEqual(b["spread"], 1.0, places=6)
+                self.assertAlmostEqual(b["measured_runs_s"][-1], 2.0 * a["measured_s"], places=6)
+            else:
+                self.assertEqual(b["spread"], 0.0)
+        self.assertEqual(doubled, 1)
 
     def test_validate_without_a_signs_directory_is_an_error(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -386,13 +454,19 @@ class Command(unittest.TestCase):
             self.assertGreater(row["predicted"]["total_s"], 0.0)
             self.assertAlmostEqual(row["error"], row["predicted"]["total_s"] / row["measured_s"] - 1.0, places=12)
         self.assertIn("median |error|", r.stdout)
-        # Every training trace with K > 1 is a step row, every step row names its trace.
-        traces = [n for n in os.listdir(os.path.join(self.DATA, "steps")) if n.endswith(".h5") and "-K1-" not in n]
+        # Every training configuration with K > 1 is a step row, and its rounds' traces are
+        # every trace with K > 1, each once.
+        traces = [t for t in all_traces(self.DATA) if t.startswith("steps") and "-K1-" not in t]
         self.assertGreater(len(traces), 0)
-        self.assertEqual(sorted(os.path.basename(r["file"]) for r in doc["steps"]), sorted(traces))
+        self.assertEqual(len(doc["steps"]), len([n for n in step_files(self.DATA) if "-K1-" not in n]))
+        self.assertEqual(sorted(f for r in doc["steps"] for f in r["files"]), traces)
         for row in doc["steps"]:
             self.assertAlmostEqual(row["error"], row["predicted_s"] / row["measured_s"] - 1.0, places=12)
             self.assertGreater(row["ranks"], 1)
+            self.assertEqual(row["rounds"], len(row["files"]))
+            runs = row["measured_runs_s"]
+            self.assertEqual(row["measured_s"], runs[len(runs) // 2] if len(runs) % 2 else
+                             (runs[len(runs) // 2 - 1] + runs[len(runs) // 2]) / 2)
         # The break-even check: one entry per model and 4-bit strategy at the largest K, each
         # measured rate compared with the prediction of the same rows.
         self.assertEqual({(b["model"], b["config"]) for b in doc["break_even"]},
