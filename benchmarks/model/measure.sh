@@ -33,7 +33,7 @@
 #                                   [--step-rates 10gbit,1gbit] [--parts exchange,steps,compute]
 #                                   [--rounds R] [--step-rounds R]
 #
-# About 25 minutes, and 12 more per step round beyond the first. A run of some --parts makes a directory with only
+# About 25 minutes with three step rounds (each round about 4). A run of some --parts makes a directory with only
 # those parts (development). Needs root (network namespaces) and the release build.
 # Run on an otherwise idle machine: the numbers are timings.
 set -euo pipefail

@@ -40,7 +40,7 @@
 #     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
-#                     training steps and compute in 3 rounds, then its validation table (~50 min)
+#                     training steps and compute in 3 rounds, then its validation table (~25 min)
 #     model-signs     the break-even signs of the model table measured again: 5 rounds of
 #                     K = 4 runs (measure.sh --parts signs), judged by qsgd-model validate
 #                     results/reference/model --signs (~15 min; after the model table)
