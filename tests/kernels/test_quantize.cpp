@@ -3,6 +3,7 @@
 // deterministic top-magnitude quantizer. Label: unit (no statistics: every
 // assertion here is exact or carries a derived rounding allowance).
 
+#include <cstring>
 #include <numeric>
 #include <set>
 
@@ -64,6 +65,60 @@ TEST(Quantize, ScalesAreBucketNorms) {
         EXPECT_EQ(h.scales[2], 0.0f);
       }
     }
+}
+
+// The L2 norm's documented order (quantize.hpp, detail::l2_tile), computed
+// here with plain loops: per tile of 4096 coordinates, lane l sums the squares
+// of coordinates l, l + 32, ... of the tile in double, the lanes are added in
+// lane order, the tiles in tile order. The host's sum of squares has exactly
+// its bits (a double: the order over the whole bucket that preceded it, 32
+// lanes across the bucket, gives other bits on these inputs, so the check
+// tells the two apart), and both paths' scales (host loop; teams, with a team
+// per tile) are that sum's square root rounded once, for buckets of one tile,
+// of several, and with a partly filled last tile.
+TEST(Quantize, L2NormFollowsTheDocumentedTileOrder) {
+  using qsgd::detail::add_rn;
+  using qsgd::detail::mul_rn;  // no contraction into FMAs
+  auto lanes_sum = [](const std::vector<float>& x, std::size_t begin, std::size_t end) {
+    double part[32] = {};
+    for (std::size_t j = begin; j < end; ++j) {
+      const double y = x[j];
+      part[(j - begin) % 32] = add_rn(part[(j - begin) % 32], mul_rn(y, y));
+    }
+    double sum = 0.0;
+    for (double p : part) sum = add_rn(sum, p);
+    return sum;
+  };
+  auto dbits = [](double x) {
+    std::uint64_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+  };
+  int differs = 0;
+  for (std::uint64_t n : {1ull, 31ull, 4096ull, 4097ull, 8192ull, 12289ull, 20000ull})
+    for (std::uint64_t d : {n, std::uint64_t(5000)}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " d=" + std::to_string(d));
+      const auto hv = make_input(Input::heavy, n, 900 + n);
+      const Values v = to_device(hv);
+      const std::uint64_t nb = (n + d - 1) / d;
+      Kokkos::View<float*, Mem> sh("sh", nb), st("st", nb);
+      ASSERT_EQ(qsgd::detail::bucket_scales_host(Exec(), v, n, static_cast<std::uint32_t>(d), Norm::l2, sh, nb),
+                qsgd::detail::no_index);
+      ASSERT_EQ(qsgd::detail::bucket_scales_team(Exec(), v, n, static_cast<std::uint32_t>(d), Norm::l2, st, nb),
+                qsgd::detail::no_index);
+      const auto a = to_host(sh, nb), b = to_host(st, nb);
+      for (std::uint64_t k = 0; k < nb; ++k) {
+        const std::size_t begin = k * d, end = std::min<std::size_t>(begin + d, n);
+        double sum = 0.0;
+        for (std::size_t t = begin; t < end; t += 4096) sum = add_rn(sum, lanes_sum(hv, t, std::min<std::size_t>(t + 4096, end)));
+        EXPECT_EQ(dbits(qsgd::detail::host_l2_sum(hv.data() + begin, end - begin)), dbits(sum)) << "bucket " << k;
+        const float want = static_cast<float>(std::sqrt(sum));
+        EXPECT_EQ(float_bits(a[k]), float_bits(want)) << "host path, bucket " << k;
+        EXPECT_EQ(float_bits(b[k]), float_bits(want)) << "team path, bucket " << k;
+        if (dbits(sum) != dbits(lanes_sum(hv, begin, end))) ++differs;
+      }
+    }
+  EXPECT_GT(differs, 0) << "no input tells the tile order from one set of lanes over the whole bucket";
 }
 
 // Each level is floor(x) or floor(x) + 1 with x = |v| s / scale (s when x >=

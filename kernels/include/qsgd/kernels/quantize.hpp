@@ -142,21 +142,19 @@ struct LevelUnit {
 
 namespace detail {
 constexpr int l2_lanes = 32;
+// The L2 norm's order, the same on every backend: a bucket is cut into tiles
+// of l2_tile coordinates; in a tile, lane l (of 32) sums the squares of the
+// tile's coordinates l, l + 32, ... in double, in index order, and the tile's
+// sum is its lanes added in lane order; the bucket's sum is its tiles' sums
+// added in tile order (a bucket of one tile: that tile's sum). A device
+// gives each tile its own team (no thread walks more than 128 coordinates),
+// and the host walks the same tiles in one loop.
+constexpr std::uint64_t l2_tile = 4096;
 constexpr std::uint32_t inf_bits = 0x7f800000u;
 
-// The scale of one bucket x[0, len) on the host (one vectorizable loop per
-// norm). Sets `finite` to false, and returns 0, when a coordinate is NaN/Inf.
-// Shared by bucket_scales_host and the fused encoder of fixed_simd.cpp.
-KOKKOS_INLINE_FUNCTION float host_bucket_scale(const float* x, std::uint64_t len, Norm norm, bool& finite) {
+// The sum of squares of one tile x[0, len), len <= l2_tile, in the L2 order.
+KOKKOS_INLINE_FUNCTION double l2_tile_sum(const float* x, std::uint64_t len) {
   constexpr int lanes = l2_lanes;
-  std::int32_t mx = 0;
-  for (std::uint64_t j = 0; j < len; ++j) {
-    const std::int32_t m = static_cast<std::int32_t>(float_bits(x[j]) & 0x7fffffffu);
-    mx = m > mx ? m : mx;
-  }
-  finite = static_cast<std::uint32_t>(mx) < inf_bits;
-  if (!finite) return 0.0f;
-  if (norm != Norm::l2) return bits_float(static_cast<std::uint32_t>(mx));
   double part[lanes] = {};
   std::uint64_t j = 0;
   for (; j + lanes <= len; j += lanes)
@@ -170,7 +168,31 @@ KOKKOS_INLINE_FUNCTION float host_bucket_scale(const float* x, std::uint64_t len
   }
   double sum = 0.0;
   for (int l = 0; l < lanes; ++l) sum = add_rn(sum, part[l]);
-  return static_cast<float>(Kokkos::Experimental::sqrt(sum));
+  return sum;
+}
+
+// The sum of squares of one bucket x[0, len) in the L2 order: its tiles' sums
+// in tile order.
+KOKKOS_INLINE_FUNCTION double host_l2_sum(const float* x, std::uint64_t len) {
+  double sum = 0.0;
+  for (std::uint64_t t = 0; t < len; t += l2_tile)
+    sum = add_rn(sum, l2_tile_sum(x + t, len - t < l2_tile ? len - t : l2_tile));
+  return sum;
+}
+
+// The scale of one bucket x[0, len) on the host (one vectorizable loop per
+// norm). Sets `finite` to false, and returns 0, when a coordinate is NaN/Inf.
+// Shared by bucket_scales_host and the fused encoder of fixed_simd.cpp.
+KOKKOS_INLINE_FUNCTION float host_bucket_scale(const float* x, std::uint64_t len, Norm norm, bool& finite) {
+  std::int32_t mx = 0;
+  for (std::uint64_t j = 0; j < len; ++j) {
+    const std::int32_t m = static_cast<std::int32_t>(float_bits(x[j]) & 0x7fffffffu);
+    mx = m > mx ? m : mx;
+  }
+  finite = static_cast<std::uint32_t>(mx) < inf_bits;
+  if (!finite) return 0.0f;
+  if (norm != Norm::l2) return bits_float(static_cast<std::uint32_t>(mx));
+  return static_cast<float>(Kokkos::Experimental::sqrt(host_l2_sum(x, len)));
 }
 
 // bucket_scales, host path (one loop per bucket). Returns the first bad bucket.
@@ -198,6 +220,7 @@ std::uint64_t bucket_scales_host(const ExecSpace& exec, const VView& v, std::uin
 // depend on (v_i, scale, key, i) alone and the max is an exact integer max,
 // so the split leaves every bit as it was.
 constexpr std::uint64_t team_tile = 4096;
+static_assert(team_tile == l2_tile, "the L2 norm's tiles are the team tiles");
 struct TeamTiles {
   std::uint64_t n, d, per_bucket;
   KOKKOS_INLINE_FUNCTION TeamTiles(std::uint64_t n_, std::uint64_t d_)
@@ -264,6 +287,37 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
     const Kokkos::View<std::uint32_t*, typename SView::memory_space, Kokkos::MemoryUnmanaged> tiled_max(
         reinterpret_cast<std::uint32_t*>(scales.data()), nb);
     if (tiled) bucket_max_tiled(exec, v, n, d, tiled_max, nb);
+    // Buckets longer than a tile: every tile's sum of squares first, a team
+    // per tile (this path's one allocation, n / 4096 doubles, made only for
+    // L2 buckets longer than a tile: d = 0 or the deterministic quantizer).
+    const TeamTiles tiles(n, d);
+    Kokkos::View<double*, typename SView::memory_space> tile_sums;
+    if (tiled && norm == Norm::l2) {
+      tile_sums = Kokkos::View<double*, typename SView::memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "qsgd::bucket_scales::l2_tiles"), nb * tiles.per_bucket);
+      policy_t tp(exec, tiles.league(nb), Kokkos::AUTO);
+      tp.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
+      Kokkos::parallel_for(
+          "qsgd::bucket_scales::l2_tiles", tp, KOKKOS_LAMBDA(const member_t& m) {
+            std::uint64_t b, begin, end;
+            tiles.range(m.league_rank(), b, begin, end);
+            double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
+              double acc = 0.0;
+              for (std::uint64_t j = begin + lane; j < end; j += lanes) {
+                const double y = static_cast<double>(v(j));
+                acc = add_rn(acc, mul_rn(y, y));
+              }
+              part[lane] = acc;
+            });
+            m.team_barrier();
+            Kokkos::single(Kokkos::PerTeam(m), [&]() {
+              double sum = 0.0;
+              for (int lane = 0; lane < lanes; ++lane) sum = add_rn(sum, part[lane]);
+              tile_sums(m.league_rank()) = sum;
+            });
+          });
+    }
     policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
     policy.set_scratch_size(0, Kokkos::PerTeam(lanes * sizeof(double)));
     Kokkos::parallel_reduce(
@@ -287,7 +341,13 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
           }
           float scale = bits_float(mx);
           const bool finite = mx < inf_bits;
-          if (finite && norm == Norm::l2) {
+          if (finite && norm == Norm::l2 && tiled) {
+            // The bucket's tiles in tile order: ceil(d / 4096) additions.
+            double sum = 0.0;
+            const std::uint64_t first = b * tiles.per_bucket, count = (len + team_tile - 1) / team_tile;
+            for (std::uint64_t k = 0; k < count; ++k) sum = add_rn(sum, tile_sums(first + k));
+            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
+          } else if (finite && norm == Norm::l2) {
             double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
             Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
               double acc = 0.0;
@@ -319,10 +379,12 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
  * Algorithm: max norm: the maximum of the magnitude bit patterns (for
  *   non-negative floats, integer order is float order, and any pattern >=
  *   0x7f800000 is Inf or NaN, so one integer max also detects non-finite
- *   input). L2 norm: 32 fixed lanes each sum squares in double in index
- *   order, then the 32 partials are added in lane order; the same order on
- *   every backend, hence the same bits. Host path: one loop per bucket
- *   (vectorizable); portable path: one team per bucket.
+ *   input). L2 norm: per tile of 4096 coordinates, 32 fixed lanes each sum
+ *   squares in double in index order and the 32 partials are added in lane
+ *   order; the tiles' sums are added in tile order (detail::l2_tile); the
+ *   same order on every backend, hence the same bits. Host path: one loop
+ *   per bucket (vectorizable); portable path: one team per bucket, and for
+ *   buckets longer than a tile one team per tile first.
  * Cost: reads 4n bytes, writes 4n/d bytes.
  * Requirements: v.extent(0) >= n; scales.extent(0) >= ceil(n/d).
  * Returns the index of the first NaN/Inf coordinate, or detail::no_index.
