@@ -219,8 +219,7 @@ std::uint64_t bucket_scales_host(const ExecSpace& exec, const VView& v, std::uin
 // millions of coordinates while the rest of a GPU idles. Levels and values
 // depend on (v_i, scale, key, i) alone and the max is an exact integer max,
 // so the split leaves every bit as it was.
-constexpr std::uint64_t team_tile = 4096;
-static_assert(team_tile == l2_tile, "the L2 norm's tiles are the team tiles");
+constexpr std::uint64_t team_tile = l2_tile;  // the L2 norm's tiles are the team tiles
 struct TeamTiles {
   std::uint64_t n, d, per_bucket;
   KOKKOS_INLINE_FUNCTION TeamTiles(std::uint64_t n_, std::uint64_t d_)
@@ -268,6 +267,26 @@ void bucket_max_tiled(const ExecSpace& exec, const VView& v, std::uint64_t n, st
       });
 }
 
+// The L2 order's sum of squares of v[begin, end), at most one tile, by a
+// team: its 32 lanes in team scratch (`part`), each in index order, then
+// added in lane order by every thread. Call it from the whole team.
+template <class Member, class VView>
+KOKKOS_INLINE_FUNCTION double team_l2_tile_sum(const Member& m, const VView& v, std::uint64_t begin,
+                                               std::uint64_t end, double* part) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(m, l2_lanes), [&](int lane) {
+    double acc = 0.0;
+    for (std::uint64_t j = begin + lane; j < end; j += l2_lanes) {
+      const double y = static_cast<double>(v(j));
+      acc = add_rn(acc, mul_rn(y, y));
+    }
+    part[lane] = acc;
+  });
+  m.team_barrier();
+  double sum = 0.0;
+  for (int lane = 0; lane < l2_lanes; ++lane) sum = add_rn(sum, part[lane]);
+  return sum;
+}
+
 // bucket_scales, portable path (one team per bucket; the max of a bucket
 // longer than a tile from bucket_max_tiled first). Returns the first bad bucket.
 // The tiled maxima are kept in the scales' own memory, as bit patterns (a
@@ -302,20 +321,8 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
             std::uint64_t b, begin, end;
             tiles.range(m.league_rank(), b, begin, end);
             double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
-              double acc = 0.0;
-              for (std::uint64_t j = begin + lane; j < end; j += lanes) {
-                const double y = static_cast<double>(v(j));
-                acc = add_rn(acc, mul_rn(y, y));
-              }
-              part[lane] = acc;
-            });
-            m.team_barrier();
-            Kokkos::single(Kokkos::PerTeam(m), [&]() {
-              double sum = 0.0;
-              for (int lane = 0; lane < lanes; ++lane) sum = add_rn(sum, part[lane]);
-              tile_sums(m.league_rank()) = sum;
-            });
+            const double sum = team_l2_tile_sum(m, v, begin, end, part);
+            Kokkos::single(Kokkos::PerTeam(m), [&]() { tile_sums(m.league_rank()) = sum; });
           });
     }
     policy_t policy(exec, static_cast<int>(nb), Kokkos::AUTO);
@@ -349,18 +356,7 @@ std::uint64_t bucket_scales_team(const ExecSpace& exec, const VView& v, std::uin
             scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
           } else if (finite && norm == Norm::l2) {
             double* part = static_cast<double*>(m.team_scratch(0).get_shmem(lanes * sizeof(double)));
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(m, lanes), [&](int lane) {
-              double acc = 0.0;
-              for (std::uint64_t j = lane; j < len; j += lanes) {
-                const double y = static_cast<double>(v(begin + j));
-                acc = add_rn(acc, mul_rn(y, y));
-              }
-              part[lane] = acc;
-            });
-            m.team_barrier();
-            double sum = 0.0;
-            for (int lane = 0; lane < lanes; ++lane) sum = add_rn(sum, part[lane]);
-            scale = static_cast<float>(Kokkos::Experimental::sqrt(sum));
+            scale = static_cast<float>(Kokkos::Experimental::sqrt(team_l2_tile_sum(m, v, begin, begin + len, part)));
           }
           Kokkos::single(Kokkos::PerTeam(m), [&]() {
             scales(b) = finite ? scale : 0.0f;
