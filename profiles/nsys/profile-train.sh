@@ -42,6 +42,12 @@
 #   --nsys-args ARGS    more `nsys profile` options, word-split
 #   --timeout SEC       stop the profiled job after SEC seconds (default none)
 #   --keep-qdstrm       keep the raw .qdstrm files (tens of MB each)
+#   --start-retries N   run the job again, up to N times (default 1), when nsys
+#                       failed to start its session: the job failed, wrote no
+#                       report, and nsys printed its agent connection's
+#                       failure ("End of file", "Connection reset by peer")
+#                       and nothing of the profile. Each retry is logged and
+#                       counted in summary.json ("start_retries").
 #   --build DIR         build tree of the default COMMAND (default
 #                       $QSGD_BUILD_DIR, else build/dev)
 #
@@ -78,6 +84,7 @@ mpi_impl=""
 capture=0
 timeout_s=""
 keep_qdstrm=0
+start_retries=1
 build="${QSGD_BUILD_DIR:-$root/build/dev}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -96,6 +103,7 @@ while [ $# -gt 0 ]; do
     --capture) capture=1; shift ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --keep-qdstrm) keep_qdstrm=1; shift ;;
+    --start-retries) start_retries="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
@@ -103,6 +111,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$np" in ''|*[!0-9]*) echo "profile-train: --np needs a number" >&2; exit 2 ;; esac
+case "$start_retries" in ''|*[!0-9]*) echo "profile-train: --start-retries needs a number" >&2; exit 2 ;; esac
 case "$name" in ''|*[!A-Za-z0-9_.-]*) echo "profile-train: --name: letters, digits, . _ - only" >&2; exit 2 ;; esac
 if [ "$per_rank" = 1 ] && [ "$np" = 0 ]; then
   echo "profile-train: --per-rank needs --np N > 0" >&2; exit 2
@@ -202,13 +211,40 @@ show() {
   echo "${line% }"
 }
 
+# True when an attempt's output (FILE) shows that nsys failed to start its
+# session rather than the job failing: nsys' CLI lost the connection to the
+# agent it had just started (its messages: "End of file", "Connection reset by
+# peer"), nsys never said it was generating a report, and none was written.
+# Seen under load on 2-core machines, before the program ran.
+nsys_start_failed() {  # FILE
+  local f
+  grep -Eq $'^(End of file|Connection reset by peer)\r?$' "$1" || return 1
+  ! grep -q "^Generating '" "$1" || return 1
+  for f in "$out/$name".qdstrm "$out/$name".nsys-rep "$out/$name".*.qdstrm "$out/$name".*.nsys-rep; do
+    [ ! -e "$f" ] || return 1
+  done
+  return 0
+}
+
 log="$out/profile.log"
 echo "profile-train: $(show "${run[@]}")" | tee "$log"
 start=$SECONDS
-set +e
-TMPDIR="$tmp" "${run[@]}" 2>&1 | tee -a "$log"
-rc=${PIPESTATUS[0]}
-set -e
+retries=0
+while :; do
+  attempt="$tmp/attempt.log"
+  set +e
+  TMPDIR="$tmp" "${run[@]}" 2>&1 | tee "$attempt"
+  rc=${PIPESTATUS[0]}
+  set -e
+  cat "$attempt" >> "$log"
+  if [ "$rc" = 0 ] || [ "$retries" -ge "$start_retries" ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] ||
+     ! nsys_start_failed "$attempt"; then
+    break
+  fi
+  retries=$((retries + 1))
+  stop_sessions
+  echo "profile-train: nsys failed to start its session (exit $rc, no report: its agent connection ended); running the job again ($retries of at most $start_retries)" | tee -a "$log" >&2
+done
 elapsed=$((SECONDS - start))
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   stop_sessions
@@ -225,7 +261,7 @@ meta="{\"command\": $(nsys_json_str "$(show "${run[@]}")"), \"trace\": $(nsys_js
   \"per_rank\": $([ "$per_rank" = 1 ] && echo true || echo false), \"profiled_ranks\": $(nsys_json_str "$profiled"),
   \"host\": $(nsys_json_str "$(hostname)"),
   \"date\": $(nsys_json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)"), \"git_hash\": $(nsys_json_str "$git_hash"),
-  \"exit_status\": $rc, \"wall_s\": $elapsed}"
+  \"exit_status\": $rc, \"start_retries\": $retries, \"wall_s\": $elapsed}"
 if [ "$np" = 0 ]; then how="no launcher"; else how="$np ranks"; fi
 if [ "$per_rank" = 1 ]; then how+=", one report per rank"; fi
 if [ "$profiled" != all ]; then how+=" (ranks $profiled)"; fi

@@ -19,7 +19,13 @@
 #                                   and launched through a shim of srun (whose
 #                                   --version names only Slurm): the recipe must
 #                                   find Open MPI from the program's libraries
-#                                   and pass nsys --mpi-impl=openmpi
+#                                   and pass nsys --mpi-impl=openmpi; the
+#                                   shim's first `profile` fails to start
+#                                   ("End of file", no report): the recipe
+#                                   runs the job again once (start_retries 1
+#                                   in summary.json), and a shim that always
+#                                   fails so makes the recipe fail after that
+#                                   one retry
 # Every job also runs the fp32 allreduce of the small tensors (comm/allreduce)
 # and every train/, model/, data/, optim/ and qsgd/ phase.
 #
@@ -91,7 +97,16 @@ real_nsys="$(command -v "${NSYS:-nsys}")"
   echo '# nsys as versions after 2022 name the NVTX range summary (report nvtx_sum,'
   echo '# file BASE_nvtx_sum.csv); the 2022 name nvtxsum is refused.'
   echo "real='$real_nsys'"
+  echo "failed_once='$out/shim/failed-once'"
   cat <<'SHIM'
+# The first `profile` fails as nsys does when its agent connection ends before
+# the session starts (profile-train.sh --start-retries); NSYS_SHIM_START_FAILS=all:
+# every `profile` does.
+if [ "$1" = profile ] && { [ "${NSYS_SHIM_START_FAILS:-}" = all ] || [ ! -e "$failed_once" ]; }; then
+  : > "$failed_once"
+  echo "End of file"
+  exit 1
+fi
 [ "$1" = stats ] || exec "$real" "$@"
 if [ "$2" = --help-reports ]; then "$real" stats --help-reports | sed 's/^\( *\)nvtxsum /\1nvtx_sum /'; exit; fi
 args=("$@") base=""
@@ -145,6 +160,30 @@ for job in "${jobs[@]}"; do
 done
 
 status=0
+# nsys failing to start its session: one retry, counted (the allreduce16 job's
+# shim failed its first start); a start that always fails is not retried
+# forever and fails the recipe.
+if ! "$python" - "$out/allreduce16/summary.json" <<'PY'
+import json, sys
+n = json.load(open(sys.argv[1]))["start_retries"]
+print("allreduce16: start_retries %s (the shim failed the first start)" % n)
+sys.exit(0 if n == 1 else 1)
+PY
+then
+  echo "FAIL: the recipe did not retry once after nsys failed to start (allreduce16/summary.json)"
+  status=1
+fi
+echo "== a start that always fails"
+if NSYS_SHIM_START_FAILS=all NSYS="$out/shim/nsys" "$recipe" --out "$out/start-fails" --name start-fails --np 2 \
+     --launcher "$out/shim/srun" --timeout 60 -- "$train" "${common[@]}" --strategy allreduce16 > "$out/start-fails.out" 2>&1; then
+  echo "FAIL: the recipe succeeded although nsys never started (log: $out/start-fails.out)"
+  status=1
+elif [ "$(grep -c "running the job again" "$out/start-fails/profile.log")" != 1 ]; then
+  echo "FAIL: expected exactly one retry of a start that always fails (log: $out/start-fails/profile.log)"
+  status=1
+else
+  echo "a start that always fails: one retry, then the recipe failed (as it must)"
+fi
 # The fused fixed-width path quantizes while it packs: no qsgd/quantize range
 # (docs/profiling.md says so; a change there must change the docs).
 if "$python" "$summary" names "$out/fixed-allgather/fixed-allgather_nvtxsum.csv" | grep -Fxq qsgd/quantize; then
