@@ -13,12 +13,18 @@
 #                                      tests (QSGD_TESTS_KERNELS_ONLY): build/cuda
 #   scripts/build-cuda.sh --all-tests  also the comm, models and trainer tests
 #                                      (212 s more on 2 cores, after 651 s)
-#   scripts/build-cuda.sh --one-arch   the CI check: the same targets with sm_80
-#                                      code and compute_80 PTX only (preset
-#                                      cuda-sm80, build/cuda-sm80): every device
-#                                      lambda compiled once instead of twice
-#                                      (a test TU: 56 s against 106 s). Its
-#                                      binaries do not start on sm_90 GPUs.
+#   scripts/build-cuda.sh --one-arch   the same targets with sm_80 code and
+#                                      compute_80 PTX only (preset cuda-sm80,
+#                                      build/cuda-sm80): every device lambda
+#                                      compiled once instead of twice (a test
+#                                      TU: 56 s against 106 s). Its binaries
+#                                      run on A100s, not on sm_90 GPUs.
+#   scripts/build-cuda.sh --check      CI's check: --one-arch with host code
+#                                      compiled at -O0 (preset cuda-check,
+#                                      build/cuda-check). The device code and
+#                                      every check below are --one-arch's; g++
+#                                      at -O3 was 60% of a TU's time (21 of
+#                                      36 s for codec_report.cpp, 8 s at -O0).
 set -euo pipefail
 kernel_tests_only=ON
 preset=cuda
@@ -27,7 +33,8 @@ for arg in "$@"; do
   case "$arg" in
     --all-tests) kernel_tests_only=OFF ;;
     --one-arch) preset=cuda-sm80; sass=80 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --check) preset=cuda-check; sass=80 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "build-cuda: unknown option '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,14 +56,14 @@ python3 scripts/cuda-archs.py --require-sass "$sass" --require-ptx 80 --skip-non
   > "$out/cuda-archs.txt" || { cat "$out/cuda-archs.txt"; exit 1; }
 python3 scripts/cuda-archs.py --require-sass "$sass" --require-ptx 80 \
   "$out/benchmarks/qsgd-train" "$out/benchmarks/qsgd-bench-kernels" "$out/benchmarks/qsgd-bench-exchange"
-if [ "$preset" = cuda-sm80 ]; then
+if [ "$sass" = 80 ]; then
   # The suite's own objects carry sm_80 code alone (the binaries list sm_90
   # too: Kokkos' library is built for both, scripts/build-kokkos-cuda.sh).
   mapfile -t objs < <(find "$out" -name '*.o' -path '*/CMakeFiles/*' | sort)
   python3 scripts/cuda-archs.py --skip-non-elf --allow-host-only "${objs[@]}" > "$out/cuda-archs-objects.txt"
   if grep -q 'sm_90' "$out/cuda-archs-objects.txt"; then
     grep 'sm_90' "$out/cuda-archs-objects.txt"
-    echo "build-cuda: --one-arch compiled objects for sm_90 too (is NVCC_APPEND_FLAGS set?)" >&2
+    echo "build-cuda: --one-arch/--check compiled objects for sm_90 too (is NVCC_APPEND_FLAGS set?)" >&2
     exit 1
   fi
   echo "build-cuda: $(grep -c 'sass sm_80; ' "$out/cuda-archs-objects.txt") objects with device code, sm_80 alone"
