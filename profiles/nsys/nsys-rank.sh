@@ -8,8 +8,9 @@
 # A rank whose number ($VAR: OMPI_COMM_WORLD_RANK under mpirun, SLURM_PROCID
 # under srun) is in LIST (comma-separated numbers and ranges: 0,3 or 0-3,8)
 # runs `NSYS profile OPTIONS... [--session-new=NAME-<rank>] -o PREFIX.<rank>
-# PROGRAM ARGS`: one report per profiled rank. Every other rank runs PROGRAM
-# ARGS as it is, without nsys' start-up and tracing cost.
+# PROGRAM ARGS`: one report per profiled rank, nsys on the launcher's CPUs and
+# PROGRAM on the rank's own (taskset; see below). Every other rank runs
+# PROGRAM ARGS as it is, without nsys' start-up and tracing cost.
 #
 #   nsys-rank.sh --rank-var VAR --ranks LIST --test
 # runs nothing: exit status 0 when rank $VAR is in LIST, 1 when not, 2 when
@@ -58,4 +59,18 @@ fi
 if [ "$test" = 1 ]; then [ "$selected" = 1 ]; exit; fi
 [ "$selected" = 1 ] || exec "$@"
 [ -z "$session" ] || nsys_cmd+=("--session-new=$session-$rank")
+# nsys and its agent run on every CPU the launcher's own process (this
+# script's parent: mpirun's orted, slurmstepd) may use, and the program on
+# the CPUs the launcher bound this rank to. mpirun binds each rank to a core:
+# nsys and its agent bound to that one core with other load on the machine
+# failed to start ("Connection to the Agent lost", 5 of 8 starts beside two
+# low-priority busy loops; unbound, 0 of 6). QSGD_NSYS_KEEP_BINDING=1 keeps
+# nsys on the rank's CPUs.
+if [ "${QSGD_NSYS_KEEP_BINDING:-0}" != 1 ] && command -v taskset > /dev/null 2>&1; then
+  bound="$(taskset -cp $$ 2> /dev/null | sed 's/.*: //')" || bound=""
+  free="$(taskset -cp "$PPID" 2> /dev/null | sed 's/.*: //')" || free=""
+  if [ -n "$bound" ] && [ -n "$free" ] && [ "$bound" != "$free" ] && taskset -c "$free" true 2> /dev/null; then
+    exec taskset -c "$free" "${nsys_cmd[@]}" -o "$prefix.$rank" taskset -c "$bound" "$@"
+  fi
+fi
 exec "${nsys_cmd[@]}" -o "$prefix.$rank" "$@"

@@ -40,14 +40,17 @@
 #                       libmpi.so.12 MPICH and its derivatives), else from the
 #                       launcher's --version (mpirun; srun names no MPI)
 #   --nsys-args ARGS    more `nsys profile` options, word-split
-#   --timeout SEC       stop the profiled job after SEC seconds (default none)
+#   --timeout SEC       stop the profiled job after SEC seconds (default none;
+#                       each attempt, see --start-retries)
 #   --keep-qdstrm       keep the raw .qdstrm files (tens of MB each)
 #   --start-retries N   run the job again, up to N times (default 1), when nsys
 #                       failed to start its session: the job failed, wrote no
 #                       report, and nsys printed its agent connection's
-#                       failure ("End of file", "Connection reset by peer")
-#                       and nothing of the profile. Each retry is logged and
-#                       counted in summary.json ("start_retries").
+#                       failure ("End of file", "Connection reset by peer",
+#                       "Connection to the Agent lost.") and nothing of the
+#                       profile. Each retry is logged and
+#                       counted in summary.json ("start_retries"); 0 where
+#                       running a job twice is not safe (docs/profiling.md)
 #   --build DIR         build tree of the default COMMAND (default
 #                       $QSGD_BUILD_DIR, else build/dev)
 #
@@ -161,20 +164,25 @@ out="$(cd "$out" && pwd)"
 # Reports of an earlier run with this name would be merged into the summary.
 nsys_clear "$out" "$name"
 
-session="qsgd-$$-$name"
 nsys_profile_opts "$trace" "$sampling" "$mpi_impl" "$capture" "$nsys_extra"
 
-if [ "$np" = 0 ]; then
-  run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${cmd[@]}")
-elif [ "$per_rank" = 0 ]; then
-  run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${launch[@]}" "${cmd[@]}")
-else
-  # Every rank starts nsys-rank.sh, which runs the profiled ranks under nsys
-  # (report NAME.<rank>) and the others as they are.
-  run=("${launch[@]}" "$here/nsys-rank.sh" --rank-var "$rank_var" --ranks "$profiled" --output "$out/$name"
-       --session "$session" "$nsys" "${nsys_opts[@]}" -- "${cmd[@]}")
-fi
-if [ -n "$timeout_s" ]; then run=(timeout -k 20 "$timeout_s" "${run[@]}"); fi
+# The command of one attempt, under session name $session (a retry takes a
+# new name: the failed session's agent may not be gone yet).
+build_run() {
+  if [ "$np" = 0 ]; then
+    run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${cmd[@]}")
+  elif [ "$per_rank" = 0 ]; then
+    run=("$nsys" "${nsys_opts[@]}" "--session-new=$session" -o "$out/$name" "${launch[@]}" "${cmd[@]}")
+  else
+    # Every rank starts nsys-rank.sh, which runs the profiled ranks under nsys
+    # (report NAME.<rank>) and the others as they are.
+    run=("${launch[@]}" "$here/nsys-rank.sh" --rank-var "$rank_var" --ranks "$profiled" --output "$out/$name"
+         --session "$session" "$nsys" "${nsys_opts[@]}" -- "${cmd[@]}")
+  fi
+  if [ -n "$timeout_s" ]; then run=(timeout -k 20 "$timeout_s" "${run[@]}"); fi
+}
+session="qsgd-$$-$name"
+build_run
 
 # Stops what a timed-out or interrupted run left: nsys' agents run in their
 # own sessions, outside the launcher's process group, and a stuck one does not
@@ -186,18 +194,30 @@ stop_sessions() {
     s=()
     for ((r = 0; r < np; r++)); do s+=("$session-$r"); done
   fi
+  local pids=() i
   for r in "${s[@]}"; do
     "$nsys" shutdown --kill=sigkill "--session=$r" > /dev/null 2>&1 || true
     for p in /proc/[0-9]*; do
       if tr '\0' '\n' < "$p/cmdline" 2> /dev/null | grep -Fxq -- "--session-name=$r"; then
-        kill "${p#/proc/}" 2> /dev/null || true
+        kill "${p#/proc/}" 2> /dev/null && pids+=("${p#/proc/}")
       fi
     done
   done
+  # nsys' launchers of a failed start wait on files in the attempt's TMPDIR.
+  for p in /proc/[0-9]*; do
+    if tr '\0' '\n' < "$p/cmdline" 2> /dev/null | grep -Eq -- "^$tmp/[0-9]+/"; then
+      kill "${p#/proc/}" 2> /dev/null && pids+=("${p#/proc/}")
+    fi
+  done
+  # Waits (at most 10 s) until they are gone.
+  for ((i = 0; i < 50 && ${#pids[@]} > 0; i++)); do
+    for p in "${!pids[@]}"; do [ -e "/proc/${pids[$p]}" ] || unset "pids[$p]"; done
+    [ "${#pids[@]}" = 0 ] || sleep 0.2
+  done
 }
 # nsys keeps its temporary files (the raw stream, status files) in TMPDIR
-# and leaves some behind when a session fails: give this run its own (short:
-# Open MPI puts its sockets there too) and remove it at the end.
+# and leaves some behind when a session fails: give each attempt its own
+# (short: Open MPI puts its sockets there too) and remove them at the end.
 tmp="$(mktemp -d /tmp/qsgd-nsys.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 trap 'stop_sessions; exit 130' INT TERM
@@ -211,14 +231,19 @@ show() {
   echo "${line% }"
 }
 
-# True when an attempt's output (FILE) shows that nsys failed to start its
+# True when an attempt's output (FILE) looks like nsys failing to start its
 # session rather than the job failing: nsys' CLI lost the connection to the
 # agent it had just started (its messages: "End of file", "Connection reset by
-# peer"), nsys never said it was generating a report, and none was written.
-# Seen under load on 2-core machines, before the program ran.
+# peer", "Connection to the Agent lost."), nsys never said it was generating
+# a report, and none was written. Seen on 2-core machines with other load,
+# before the profiled program ran (nsys-rank.sh's comment has the cause we
+# measured and the fix). It
+# cannot see whether unprofiled ranks (--per-rank --ranks) or a program
+# waiting for its --capture window had started: --start-retries 0 where
+# running such a job twice is not safe.
 nsys_start_failed() {  # FILE
   local f
-  grep -Eq $'^(End of file|Connection reset by peer)\r?$' "$1" || return 1
+  grep -Eq $'^(End of file|Connection reset by peer|Connection to the Agent lost\\.)\r?$' "$1" || return 1
   ! grep -q "^Generating '" "$1" || return 1
   for f in "$out/$name".qdstrm "$out/$name".nsys-rep "$out/$name".*.qdstrm "$out/$name".*.nsys-rep; do
     [ ! -e "$f" ] || return 1
@@ -231,23 +256,27 @@ echo "profile-train: $(show "${run[@]}")" | tee "$log"
 start=$SECONDS
 retries=0
 while :; do
-  attempt="$tmp/attempt.log"
+  mkdir "$tmp/$retries"
+  attempt="$tmp/$retries.log"
+  : > "$attempt"
   set +e
-  TMPDIR="$tmp" "${run[@]}" 2>&1 | tee "$attempt"
+  TMPDIR="$tmp/$retries" "${run[@]}" 2>&1 | tee -a "$log" "$attempt"
   rc=${PIPESTATUS[0]}
   set -e
-  cat "$attempt" >> "$log"
   if [ "$rc" = 0 ] || [ "$retries" -ge "$start_retries" ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] ||
      ! nsys_start_failed "$attempt"; then
     break
   fi
   retries=$((retries + 1))
   stop_sessions
-  echo "profile-train: nsys failed to start its session (exit $rc, no report: its agent connection ended); running the job again ($retries of at most $start_retries)" | tee -a "$log" >&2
+  session="qsgd-$$-$name-r$retries"
+  build_run
+  echo "profile-train: nsys failed to start its session (exit $rc, no report: its agent connection ended); running the job again ($retries of at most $start_retries): $(show "${run[@]}")" | tee -a "$log" >&2
 done
 elapsed=$((SECONDS - start))
+# A failed session can leave its agent and launcher running.
+[ "$rc" = 0 ] || stop_sessions
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-  stop_sessions
   die "the profiled job ran past --timeout $timeout_s s and was stopped (log: $log)"
 fi
 [ "$rc" = 0 ] || echo "profile-train: warning: the profiled job exited with status $rc (log: $log)" >&2

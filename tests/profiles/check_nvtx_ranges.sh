@@ -25,7 +25,12 @@
 #                                   runs the job again once (start_retries 1
 #                                   in summary.json), and a shim that always
 #                                   fails so makes the recipe fail after that
-#                                   one retry
+#                                   one retry; a program that fails under a
+#                                   session that started is not run again
+#   nsys-rank.sh binding              rank 1 of an mpirun --bind-to core job
+#                                   through a shim of nsys: nsys on this
+#                                   script's CPUs, the program on its rank's
+#                                   core alone (docs/profiling.md)
 # Every job also runs the fp32 allreduce of the small tensors (comm/allreduce)
 # and every train/, model/, data/, optim/ and qsgd/ phase.
 #
@@ -183,6 +188,42 @@ elif [ "$(grep -c "running the job again" "$out/start-fails/profile.log")" != 1 
   status=1
 else
   echo "a start that always fails: one retry, then the recipe failed (as it must)"
+fi
+echo "== nsys-rank.sh: nsys on the launcher's CPUs, the program on its rank's core"
+# A shim of nsys prints its CPU list and runs the program, which prints its
+# own; mpirun binds each rank to a core.
+cat > "$out/shim/nsys-affinity" <<'SHIM'
+#!/usr/bin/env bash
+echo "nsys $OMPI_COMM_WORLD_RANK: $(taskset -cp $$ | sed 's/.*: //')"
+while [ $# -gt 0 ] && [ "$1" != -o ]; do shift; done
+shift 2
+exec "$@"
+SHIM
+chmod +x "$out/shim/nsys-affinity"
+here_cpus="$(taskset -cp $$ | sed 's/.*: //')"
+aff="$("$launcher" --bind-to core -np 2 "$repo/profiles/nsys/nsys-rank.sh" --rank-var OMPI_COMM_WORLD_RANK --ranks 1 \
+         --output "$out/affinity" "$out/shim/nsys-affinity" profile -- \
+         bash -c 'echo "program $OMPI_COMM_WORLD_RANK: $(taskset -cp $$ | sed "s/.*: //")"' 2>&1)" || true
+echo "$aff"
+nsys_cpus="$(sed -n 's/^nsys 1: //p' <<< "$aff")"
+prog_cpus="$(sed -n 's/^program 1: //p' <<< "$aff")"
+if [ -z "$nsys_cpus" ] || [ -z "$prog_cpus" ] || [ "$nsys_cpus" != "$here_cpus" ] || [ "$prog_cpus" = "$nsys_cpus" ]; then
+  echo "FAIL: expected nsys of rank 1 on this script's CPUs ($here_cpus) and its program on its bound core alone"
+  status=1
+fi
+echo "== a program that fails under a session that started"
+# It prints nsys' start-failure line itself; nsys generated its report, so
+# the job is not run again.
+if "$recipe" --out "$out/program-fails" --name program-fails --np 0 --timeout 60 \
+     -- bash -c 'echo "End of file"; exit 3' > "$out/program-fails.out" 2>&1; then
+  echo "FAIL: the recipe succeeded although its program failed (log: $out/program-fails.out)"
+  status=1
+elif grep -q "running the job again" "$out/program-fails/profile.log" ||
+     ! grep -q "^Generating '" "$out/program-fails/profile.log"; then
+  echo "FAIL: a program that failed in a started session was run again, or nsys did not start (log: $out/program-fails/profile.log)"
+  status=1
+else
+  echo "a program that fails under a started session: not run again, the recipe failed"
 fi
 # The fused fixed-width path quantizes while it packs: no qsgd/quantize range
 # (docs/profiling.md says so; a change there must change the docs).
