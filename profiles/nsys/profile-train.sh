@@ -43,7 +43,7 @@
 #   --timeout SEC       stop the profiled job after SEC seconds (default none;
 #                       each attempt, see --start-retries)
 #   --keep-qdstrm       keep the raw .qdstrm files (tens of MB each)
-#   --start-retries N   run the job again, up to N times (default 1), when nsys
+#   --start-retries N   run the job again, up to N times (default 2), when nsys
 #                       failed to start its session: the job failed, wrote no
 #                       report, and nsys printed its agent connection's
 #                       failure ("End of file", "Connection reset by peer",
@@ -87,7 +87,7 @@ mpi_impl=""
 capture=0
 timeout_s=""
 keep_qdstrm=0
-start_retries=1
+start_retries=2
 build="${QSGD_BUILD_DIR:-$root/build/dev}"
 while [ $# -gt 0 ]; do
   case "$1" in

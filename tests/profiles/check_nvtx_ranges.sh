@@ -24,9 +24,10 @@
 #                                   ("End of file", no report): the recipe
 #                                   runs the job again once (start_retries 1
 #                                   in summary.json), and a shim that always
-#                                   fails so makes the recipe fail after that
-#                                   one retry; a program that fails under a
-#                                   session that started is not run again
+#                                   fails so makes the recipe fail after two
+#                                   retries (the default); a program that
+#                                   fails under a session that started is not
+#                                   run again
 #   nsys-rank.sh binding              rank 1 of an mpirun --bind-to core job
 #                                   through a shim of nsys: nsys on this
 #                                   script's CPUs, the program on its rank's
@@ -166,8 +167,8 @@ done
 
 status=0
 # nsys failing to start its session: one retry, counted (the allreduce16 job's
-# shim failed its first start); a start that always fails is not retried
-# forever and fails the recipe.
+# shim failed its first start); a start that always fails is retried twice
+# (the default), not forever, and fails the recipe.
 if ! "$python" - "$out/allreduce16/summary.json" <<'PY'
 import json, sys
 n = json.load(open(sys.argv[1]))["start_retries"]
@@ -183,11 +184,11 @@ if NSYS_SHIM_START_FAILS=all NSYS="$out/shim/nsys" "$recipe" --out "$out/start-f
      --launcher "$out/shim/srun" --timeout 60 -- "$train" "${common[@]}" --strategy allreduce16 > "$out/start-fails.out" 2>&1; then
   echo "FAIL: the recipe succeeded although nsys never started (log: $out/start-fails.out)"
   status=1
-elif [ "$(grep -c "running the job again" "$out/start-fails/profile.log")" != 1 ]; then
-  echo "FAIL: expected exactly one retry of a start that always fails (log: $out/start-fails/profile.log)"
+elif [ "$(grep -c "running the job again" "$out/start-fails/profile.log")" != 2 ]; then
+  echo "FAIL: expected exactly two retries (the default) of a start that always fails (log: $out/start-fails/profile.log)"
   status=1
 else
-  echo "a start that always fails: one retry, then the recipe failed (as it must)"
+  echo "a start that always fails: two retries, then the recipe failed (as it must)"
 fi
 echo "== nsys-rank.sh: nsys on the launcher's CPUs, the program on its rank's core"
 # A shim of nsys prints its CPU list and runs the program, which prints its
