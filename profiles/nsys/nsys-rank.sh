@@ -64,8 +64,8 @@ if [ "$test" = 1 ]; then [ "$selected" = 1 ]; exit; fi
 # the CPUs the launcher bound this rank to. mpirun binds each rank to a core:
 # nsys and its agent bound to that one core with other load on the machine
 # failed to start ("Connection to the Agent lost", 5 of 8 starts beside two
-# low-priority busy loops; unbound, 0 of 6). QSGD_NSYS_KEEP_BINDING=1 keeps
-# nsys on the rank's CPUs.
+# low-priority busy loops; this way, 0 of 10; docs/profiling.md).
+# QSGD_NSYS_KEEP_BINDING=1 keeps nsys on the rank's CPUs.
 if [ "${QSGD_NSYS_KEEP_BINDING:-0}" != 1 ] && command -v taskset > /dev/null 2>&1; then
   bound="$(taskset -cp $$ 2> /dev/null | sed 's/.*: //')" || bound=""
   free="$(taskset -cp "$PPID" 2> /dev/null | sed 's/.*: //')" || free=""

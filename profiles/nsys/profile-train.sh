@@ -48,8 +48,8 @@
 #                       report, and nsys printed its agent connection's
 #                       failure ("End of file", "Connection reset by peer",
 #                       "Connection to the Agent lost.") and nothing of the
-#                       profile. Each retry is logged and
-#                       counted in summary.json ("start_retries"); 0 where
+#                       profile. Each retry is logged and counted in
+#                       summary.json ("start_retries"); 0 where
 #                       running a job twice is not safe (docs/profiling.md)
 #   --build DIR         build tree of the default COMMAND (default
 #                       $QSGD_BUILD_DIR, else build/dev)
@@ -194,20 +194,18 @@ stop_sessions() {
     s=()
     for ((r = 0; r < np; r++)); do s+=("$session-$r"); done
   fi
-  local pids=() i
+  local pids=() agents=() i args
   for r in "${s[@]}"; do
     "$nsys" shutdown --kill=sigkill "--session=$r" > /dev/null 2>&1 || true
-    for p in /proc/[0-9]*; do
-      if tr '\0' '\n' < "$p/cmdline" 2> /dev/null | grep -Fxq -- "--session-name=$r"; then
-        kill "${p#/proc/}" 2> /dev/null && pids+=("${p#/proc/}")
-      fi
-    done
+    agents+=(-e "--session-name=$r")
   done
-  # nsys' launchers of a failed start wait on files in the attempt's TMPDIR.
+  # One pass over the processes: the agents (an argument --session-name=NAME
+  # of this run) and nsys' launchers of a failed start (an argument under the
+  # attempt's TMPDIR, where they wait on files).
   for p in /proc/[0-9]*; do
-    if tr '\0' '\n' < "$p/cmdline" 2> /dev/null | grep -Eq -- "^$tmp/[0-9]+/"; then
-      kill "${p#/proc/}" 2> /dev/null && pids+=("${p#/proc/}")
-    fi
+    args="$(tr '\0' '\n' < "$p/cmdline" 2> /dev/null)" || continue
+    grep -Eq -- "^$tmp/[0-9]+/" <<< "$args" || grep -Fxq "${agents[@]}" <<< "$args" || continue
+    kill "${p#/proc/}" 2> /dev/null && pids+=("${p#/proc/}")
   done
   # Waits (at most 10 s) until they are gone.
   for ((i = 0; i < 50 && ${#pids[@]} > 0; i++)); do
@@ -237,10 +235,9 @@ show() {
 # peer", "Connection to the Agent lost."), nsys never said it was generating
 # a report, and none was written. Seen on 2-core machines with other load,
 # before the profiled program ran (nsys-rank.sh's comment has the cause we
-# measured and the fix). It
-# cannot see whether unprofiled ranks (--per-rank --ranks) or a program
-# waiting for its --capture window had started: --start-retries 0 where
-# running such a job twice is not safe.
+# measured and the fix). It cannot see whether unprofiled ranks (--per-rank
+# --ranks) or a program waiting for its --capture window had started:
+# --start-retries 0 where running such a job twice is not safe.
 nsys_start_failed() {  # FILE
   local f
   grep -Eq $'^(End of file|Connection reset by peer|Connection to the Agent lost\\.)\r?$' "$1" || return 1
