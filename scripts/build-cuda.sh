@@ -12,7 +12,7 @@
 #   scripts/build-cuda.sh              every library and program, the kernel
 #                                      tests (QSGD_TESTS_KERNELS_ONLY): build/cuda
 #   scripts/build-cuda.sh --all-tests  also the comm, models and trainer tests
-#                                      (13 more device binaries)
+#                                      (their device binaries too)
 #   scripts/build-cuda.sh --one-arch   the same targets with sm_80 code and
 #                                      compute_80 PTX only (preset cuda-sm80,
 #                                      build/cuda-sm80): every device lambda

@@ -6,7 +6,8 @@
 # median, min and max wall time.
 #   scripts/time-asan-mpi-init.sh [--runs N (5)] [--np K (4)] [-o DIR]
 # Needs the asan and release builds (build/asan, build/release). With -o,
-# writes DIR/times.tsv (every run), DIR/summary.txt and DIR/machine.txt.
+# writes DIR/times.tsv (every run), DIR/summary.txt and DIR/machine.json
+# (benchmarks/report/machine-info of the asan build).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 runs=5 np=4 out=""
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
     --runs) runs="$2"; shift 2 ;;
     --np) np="$2"; shift 2 ;;
     -o) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "time-asan-mpi-init.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -28,24 +29,26 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 sup="$root/tests/lsan_openmpi.supp"
 tsv="$(mktemp)"; trap 'rm -f "$tsv"' EXIT
 printf 'config\trun\tseconds\n' > "$tsv"
-one() {  # config env... -- binary
-  local cfg="$1"; shift
-  local s e
+one() {  # CONFIG BINARY ENV-ARGS...: one timed run, appended to the table
+  local cfg="$1" bin="$2" s e
+  shift 2
   s=$(date +%s.%N)
-  env "$@" mpirun -np "$np" --oversubscribe "${bin}" --gtest_filter=NONE > /dev/null 2>&1 ||
+  env "$@" mpirun -np "$np" --oversubscribe "$bin" --gtest_filter=NONE > /dev/null 2>&1 ||
     { echo "time-asan-mpi-init.sh: the $cfg run failed" >&2; exit 1; }
   e=$(date +%s.%N)
   printf '%s\t%s\t%.3f\n' "$cfg" "$r" "$(echo "$e - $s" | bc)" >> "$tsv"
 }
 san=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "LSAN_OPTIONS=suppressions=$sup:fast_unwind_on_malloc=0")
 for r in $(seq 1 "$runs"); do
-  bin="$asan"; one "asan, HWLOC_COMPONENTS=-pci" "${san[@]}" HWLOC_COMPONENTS=-pci
-  bin="$asan"; one "asan, PCI discovery" -u HWLOC_COMPONENTS "${san[@]}"
-  bin="$plain"; one "release, PCI discovery" -u HWLOC_COMPONENTS
+  one "asan, HWLOC_COMPONENTS=-pci" "$asan" "${san[@]}" HWLOC_COMPONENTS=-pci
+  one "asan, PCI discovery" "$asan" -u HWLOC_COMPONENTS "${san[@]}"
+  one "release, PCI discovery" "$plain" -u HWLOC_COMPONENTS
 done
-summary="$(awk -F'\t' 'NR > 1 { v[$1] = v[$1] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+hwloc="$(dpkg-query -W -f '${Version}' libhwloc15 2> /dev/null || echo unknown)"
+summary="$(awk -F'\t' -v np="$np" -v hwloc="$hwloc" -v git="$(git -C "$root" describe --always --dirty)" '
+  NR > 1 { v[$1] = v[$1] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
   END {
-    printf "# %d ranks, MPI_Init + MPI_Finalize (test_comm_mpi --gtest_filter=NONE), wall seconds\n", '"$np"'
+    printf "# %d ranks, MPI_Init + MPI_Finalize (test_comm_mpi --gtest_filter=NONE), wall seconds; git %s, hwloc %s\n", np, git, hwloc
     printf "%-28s %8s %8s %8s %5s\n", "config", "median", "min", "max", "runs"
     for (i = 1; i <= n; i++) {
       m = split(substr(v[order[i]], 2), x, " ")
@@ -59,14 +62,5 @@ if [ -n "$out" ]; then
   mkdir -p "$out"
   cp "$tsv" "$out/times.tsv"
   echo "$summary" > "$out/summary.txt"
-  {
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "git: $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo ' (with uncommitted changes)')"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-    echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "mpirun: $(mpirun --version 2>&1 | head -1)"
-    echo "hwloc: $(dpkg-query -W -f '${Version}' libhwloc15 2>/dev/null || echo unknown)"
-    echo "compiler: $(grep -m1 CMAKE_CXX_COMPILER:FILEPATH "$root/build/asan/CMakeCache.txt" | cut -d= -f2) $(g++ -dumpfullversion)"
-    echo "load: $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-  } > "$out/machine.txt"
+  "$root/benchmarks/report/machine-info" "$root/build/asan" > "$out/machine.json"
 fi
