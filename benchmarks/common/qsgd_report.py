@@ -75,7 +75,15 @@ def kernel_medians_by_size(doc):
     document (Google Benchmark): the "median" aggregate of each benchmark, or
     the run itself where it ran once. Names stop before their size
     ("encode/fixed/16777216/manual_time" -> "encode/fixed", n 16777216; 0
-    where a name has no size)."""
+    where a name has no size).
+
+    Each row but the ceiling's gets "frac_of_memcpy": its median
+    bytes_per_second over memcpy/kokkos's median at the same n of the same
+    run (the one definition of the fraction; qsgd-bench-kernels interleaves
+    the repetitions so that both medians sample the same stretch of time).
+    Absent where the run has no memcpy/kokkos at that n. Kernels come in
+    the program's order (the context's "qsgd_order"), not the order an
+    interleaved run finished them in."""
     single = all(b.get("repetitions", 1) == 1 for b in doc["benchmarks"])
     out = {}
     for b in doc["benchmarks"]:
@@ -84,7 +92,17 @@ def kernel_medians_by_size(doc):
             continue
         parts = b["run_name"].split("/")
         size_at = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))
-        out.setdefault("/".join(parts[:size_at]), {})[int(parts[size_at]) if size_at < len(parts) else 0] = b
+        out.setdefault("/".join(parts[:size_at]), {})[int(parts[size_at]) if size_at < len(parts) else 0] = dict(b)
+    order = doc.get("context", {}).get("qsgd_order", "").split(",")
+    rank = {name: i for i, name in enumerate(order)}
+    out = dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+    ceiling = out.get("memcpy/kokkos", {})
+    for name, rows in out.items():
+        for n, row in rows.items():
+            row.pop("frac_of_memcpy", None)
+            c = ceiling.get(n, {}).get("bytes_per_second")
+            if name != "memcpy/kokkos" and c:
+                row["frac_of_memcpy"] = row["bytes_per_second"] / c
     return out
 
 

@@ -1,8 +1,7 @@
 // qsgd-bench-kernels: throughput of the kernels of qsgd::kernels against the
 // memory-copy ceiling measured in the same run (spec section 5).
 //
-// Benchmarks, each at n = 2^16, 2^18, ..., 2^26 (registered grouped by n, the
-// ceiling first, so every later benchmark at that n can divide by it):
+// Benchmarks, each at n = 2^16, 2^18, ..., 2^26:
 //   memcpy/kokkos             Kokkos::deep_copy of n floats, default memory space: the ceiling
 //   memcpy/std                std::memcpy of n floats in host memory, for reference
 //   quantize                  qsgd::quantize into a Quantized (levels stored)
@@ -19,11 +18,18 @@
 // Metrics (every benchmark, memcpy included):
 //   bytes_per_second = 4 n * iterations / manual time   (bytes of fp32 input;
 //                      memcpy actually moves 8n bytes: read + write)
-//   frac_of_memcpy   = bytes_per_second / median bytes_per_second of
-//                      memcpy/kokkos at the same n in this run (absent on
-//                      memcpy/kokkos itself, and when the filter skipped it)
 //   bits_per_dim     = message bytes * 8 / n   (encode and decode only; the
 //                      message of the warm-up call, step 0)
+// The fraction of the ceiling is not a counter of this program: the report
+// tools (benchmarks/common/qsgd_report.py, kernel_medians_by_size) divide a
+// kernel's median bytes_per_second by memcpy/kokkos's median at the same n
+// of the same run. For both medians to sample the same stretch of time, the
+// repetitions of all benchmarks run in a random interleaved order (Google
+// Benchmark's --benchmark_enable_random_interleaving, on unless given):
+// a machine whose memory rate drifts over minutes (docs/kernels.md,
+// "Measuring against a drifting ceiling") then moves the ceiling and the
+// kernels alike. Every size's buffers are kept for the whole run
+// (12 bytes per coordinate per size).
 // At small n the buffers fit in cache and the ceiling is cache bandwidth;
 // the targets are stated at n = 2^24 (64 MiB of input), where it is DRAM.
 // Time per iteration is wall time from before the call to after
@@ -34,7 +40,7 @@
 //
 // Performance targets at n = 2^24, d = 512, s = 16, max norm (run_targets.sh
 // runs exactly this and checks them); read the `frac_of_memcpy` counter of the
-// `_median` aggregate rows:
+// `_median` aggregate rows, divided by memcpy/kokkos's:
 //   encode/fixed/16777216/manual_time_median                 frac_of_memcpy >= 0.60
 //   decode_accumulate/fixed/16777216/manual_time_median      frac_of_memcpy >= 0.60
 //   checksum/crc32c/16777216/manual_time_median              frac_of_memcpy >= 0.80
@@ -86,6 +92,7 @@ struct Settings {
   std::uint32_t chunk = 4096;
   std::int64_t n_min = std::int64_t(1) << 16;
   std::int64_t n_max = std::int64_t(1) << 26;
+  bool interleaved = true;  // Google Benchmark's random interleaving of repetitions
 
   qsgd::CodecConfig codec(qsgd::CodecKind c) const {
     qsgd::CodecConfig cfg;
@@ -118,35 +125,32 @@ class Suite {
   const Settings& settings() const { return settings_; }
   bool failed() const { return failed_; }
 
-  // Input, output and accumulator of size n. Benchmarks run grouped by n, so
-  // only one size is kept (2^26 floats are 256 MiB each).
+  // Input, output and accumulator of size n, made on first use and kept:
+  // interleaved repetitions switch sizes at every call.
   struct Buffers {
-    std::uint64_t n = 0;
     Values input, out, acc;
   };
   const Buffers& buffers(std::uint64_t n) {
-    if (buf_.n != n) {
-      buf_ = Buffers{};
-      buf_.input = qsgd::bench::make_input<Mem>(qsgd::bench::InputKind::gaussian, n, input_seed);
-      buf_.out = Values("qsgd::bench::out", n);
-      buf_.acc = Values("qsgd::bench::acc", n);
-      buf_.n = n;
+    auto it = buf_.find(n);
+    if (it == buf_.end()) {
+      Buffers b;
+      b.input = qsgd::bench::make_input<Mem>(qsgd::bench::InputKind::gaussian, n, input_seed);
+      b.out = Values("qsgd::bench::out", n);
+      b.acc = Values("qsgd::bench::acc", n);
+      it = buf_.emplace(n, std::move(b)).first;
     }
-    return buf_;
+    return it->second;
   }
-  void release() { buf_ = Buffers{}; }
-
-  enum class Role { ceiling, measured };
+  void release() { buf_.clear(); }
 
   // The one timing harness. `body(step)` does one operation and returns the
   // message size in bytes (0 when there is no message). One untimed warm-up
   // call first (page faults, scratch growth), then each iteration is timed
   // from before the call to after Kokkos::fence().
   template <class Body>
-  void run(benchmark::State& state, Role role, Body&& body) {
+  void run(benchmark::State& state, Body&& body) {
     const auto n = static_cast<std::uint64_t>(state.range(0));
     std::size_t msg_bytes = 0;
-    double seconds = 0.0;
     try {
       msg_bytes = body(0);
       Kokkos::fence();
@@ -157,48 +161,19 @@ class Suite {
         Kokkos::fence();
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         state.SetIterationTime(dt);
-        seconds += dt;
       }
     } catch (const std::exception& e) {
       failed_ = true;
       state.SkipWithError(e.what());
       return;
     }
-    const double bytes = 4.0 * static_cast<double>(n) * static_cast<double>(state.iterations());
-    state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
-    const double rate = seconds > 0.0 ? bytes / seconds : 0.0;
-    if (role == Role::ceiling) {
-      ceiling_[n].push_back({state.iterations(), rate});
-    } else if (const double ceiling = ceiling_of(n); ceiling > 0.0) {
-      state.counters["frac_of_memcpy"] = rate / ceiling;
-    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(4 * n) * static_cast<std::int64_t>(state.iterations()));
     if (msg_bytes > 0) state.counters["bits_per_dim"] = 8.0 * static_cast<double>(msg_bytes) / static_cast<double>(n);
   }
 
  private:
   Settings settings_;
-  Buffers buf_;
-  // The ceiling of size n: median bytes/s of the memcpy/kokkos repetitions.
-  // Google Benchmark calls a benchmark several times with growing iteration
-  // counts to size the first repetition, then reuses the final count for
-  // every repetition; only calls with the largest count seen are reported
-  // runs, so only those count.
-  double ceiling_of(std::uint64_t n) const {
-    const auto it = ceiling_.find(n);
-    if (it == ceiling_.end() || it->second.empty()) return 0.0;
-    benchmark::IterationCount most = 0;
-    for (const auto& c : it->second) most = std::max(most, c.iterations);
-    std::vector<double> rates;
-    for (const auto& c : it->second)
-      if (c.iterations == most) rates.push_back(c.rate);
-    return qsgd::bench::median_of(rates);
-  }
-
-  struct CeilingRun {
-    benchmark::IterationCount iterations;
-    double rate;  // bytes of fp32 input per second
-  };
-  std::map<std::uint64_t, std::vector<CeilingRun>> ceiling_;  // memcpy/kokkos calls, by n
+  std::map<std::uint64_t, Buffers> buf_;
   bool failed_ = false;
 };
 
@@ -206,7 +181,7 @@ class Suite {
 
 void bm_memcpy_kokkos(benchmark::State& state, Suite* suite) {
   const auto& b = suite->buffers(static_cast<std::uint64_t>(state.range(0)));
-  suite->run(state, Suite::Role::ceiling, [&](std::uint64_t) -> std::size_t {
+  suite->run(state, [&](std::uint64_t) -> std::size_t {
     Kokkos::deep_copy(b.out, b.input);
     return 0;
   });
@@ -217,7 +192,7 @@ void bm_memcpy_std(benchmark::State& state, Suite* suite) {
   const auto& b = suite->buffers(n);
   auto src = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b.input);
   std::vector<float> dst(n);
-  suite->run(state, Suite::Role::measured, [&](std::uint64_t) -> std::size_t {
+  suite->run(state, [&](std::uint64_t) -> std::size_t {
     std::memcpy(dst.data(), src.data(), n * sizeof(float));
     benchmark::ClobberMemory();
     return 0;
@@ -229,7 +204,7 @@ void bm_quantize(benchmark::State& state, Suite* suite) {
   const auto& b = suite->buffers(n);
   const qsgd::CodecConfig cfg = suite->settings().codec(qsgd::CodecKind::fixed);
   qsgd::Quantized<Mem> q;
-  suite->run(state, Suite::Role::measured, [&](std::uint64_t step) -> std::size_t {
+  suite->run(state, [&](std::uint64_t step) -> std::size_t {
     qsgd::quantize(Exec(), cfg, b.input, n, key_of(step), q);
     return 0;
   });
@@ -240,7 +215,7 @@ void bm_encode(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
   const auto& b = suite->buffers(n);
   qsgd::Codec<Exec> codec(suite->settings().codec(c));
   Words msg("qsgd::bench::msg", codec.max_message_bytes(n) / 8);
-  suite->run(state, Suite::Role::measured,
+  suite->run(state,
              [&](std::uint64_t step) { return codec.encode(b.input, n, key_of(step), msg); });
 }
 
@@ -252,7 +227,7 @@ void bm_encode_only(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
   Words msg("qsgd::bench::msg", codec.max_message_bytes(n) / 8);
   qsgd::Quantized<Mem> q;
   qsgd::quantize(Exec(), cfg, b.input, n, key_of(0), q);
-  suite->run(state, Suite::Role::measured, [&](std::uint64_t) { return codec.encode(q, msg); });
+  suite->run(state, [&](std::uint64_t) { return codec.encode(q, msg); });
 }
 
 // A message of the input under codec c, for the decode benchmarks.
@@ -271,7 +246,7 @@ void bm_decode(benchmark::State& state, Suite* suite, qsgd::CodecKind c) {
   const auto& b = suite->buffers(n);
   qsgd::Codec<Exec> codec(suite->settings().codec(c));
   const Encoded e = encode_once(codec, b.input, n);
-  suite->run(state, Suite::Role::measured, [&](std::uint64_t) {
+  suite->run(state, [&](std::uint64_t) {
     codec.decode(e.msg, e.bytes, b.out);
     return e.bytes;
   });
@@ -283,7 +258,7 @@ void bm_decode_accumulate(benchmark::State& state, Suite* suite, qsgd::CodecKind
   qsgd::Codec<Exec> codec(suite->settings().codec(c));
   const Encoded e = encode_once(codec, b.input, n);
   Kokkos::deep_copy(b.acc, 0.0f);
-  suite->run(state, Suite::Role::measured, [&](std::uint64_t) {
+  suite->run(state, [&](std::uint64_t) {
     codec.decode_accumulate(e.msg, e.bytes, accumulate_weight, b.acc);
     return e.bytes;
   });
@@ -302,7 +277,7 @@ void bm_checksum(benchmark::State& state, Suite* suite) {
   auto host_table = Kokkos::View<const std::uint32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
       qsgd::detail::crc32c_table(), 256);
   Kokkos::deep_copy(table, host_table);
-  suite->run(state, Suite::Role::measured, [&](std::uint64_t) -> std::size_t {
+  suite->run(state, [&](std::uint64_t) -> std::size_t {
     benchmark::DoNotOptimize(qsgd::message_checksum(Exec(), words, bytes, scratch, table));
     return 0;
   });
@@ -311,7 +286,7 @@ void bm_checksum(benchmark::State& state, Suite* suite) {
 // ---- registration and context ----------------------------------------------
 
 template <class Fn, class... Args>
-void add(const std::string& name, std::int64_t n, Fn fn, Args... args) {
+void add_benchmark(const std::string& name, std::int64_t n, Fn fn, Args... args) {
   benchmark::RegisterBenchmark(name.c_str(), fn, args...)
       ->Arg(n)
       ->UseManualTime()
@@ -320,10 +295,17 @@ void add(const std::string& name, std::int64_t n, Fn fn, Args... args) {
       ->ComputeStatistics("max", qsgd::bench::maximum_of);
 }
 
-void register_all(Suite* suite) {
+// Registers every benchmark; returns their names (without n) in the order
+// tables list them (the run itself interleaves them).
+std::string register_all(Suite* suite) {
   const Settings& s = suite->settings();
+  std::string order;
+  const auto add = [&](const std::string& name, std::int64_t n, auto fn, auto... args) {
+    add_benchmark(name, n, fn, args...);
+    if (n == s.n_min) order += (order.empty() ? "" : ",") + name;
+  };
   for (std::int64_t n = s.n_min; n <= s.n_max; n *= 4) {
-    add("memcpy/kokkos", n, bm_memcpy_kokkos, suite);  // first: the ceiling of this n
+    add("memcpy/kokkos", n, bm_memcpy_kokkos, suite);  // the ceiling of this n
     add("memcpy/std", n, bm_memcpy_std, suite);
     add("quantize", n, bm_quantize, suite);
     add("checksum/crc32c", n, bm_checksum, suite);
@@ -333,6 +315,7 @@ void register_all(Suite* suite) {
     for (auto c : all_codecs()) add("decode/" + qsgd::to_string(c), n, bm_decode, suite, c);
     for (auto c : all_codecs()) add("decode_accumulate/" + qsgd::to_string(c), n, bm_decode_accumulate, suite, c);
   }
+  return order;
 }
 
 void add_context(const Settings& s) {
@@ -344,8 +327,11 @@ void add_context(const Settings& s) {
   benchmark::AddCustomContext("qsgd_chunk", std::to_string(s.chunk));
   benchmark::AddCustomContext("qsgd_input", "gaussian N(0,1), seed " + std::to_string(input_seed));
   benchmark::AddCustomContext("qsgd_bytes_unit", "bytes_per_second = 4 n / time: bytes of fp32 input, memcpy included");
+  benchmark::AddCustomContext("qsgd_interleaved", s.interleaved ? "true" : "false");
   benchmark::AddCustomContext("qsgd_frac_of_memcpy",
-                              "bytes_per_second / median bytes_per_second of memcpy/kokkos at the same n, this run");
+                              "computed by the report tools: median bytes_per_second / median bytes_per_second of "
+                              "memcpy/kokkos at the same n, this run (repetitions interleaved unless "
+                              "--benchmark_enable_random_interleaving=false)");
 }
 
 // ---- options ----------------------------------------------------------------
@@ -373,16 +359,21 @@ using qsgd::bench::parse_count;
 using qsgd::bench::UsageError;
 
 // Takes this program's --qsgd_* flags out of args; leaves the rest for
-// Google Benchmark. Adds --benchmark_repetitions=5 unless given.
+// Google Benchmark. Adds --benchmark_repetitions=5 and
+// --benchmark_enable_random_interleaving=true unless given.
 Settings parse_settings(std::vector<char*>& args) {
   Settings s;
   std::vector<char*> rest;
-  bool reps_given = false;
+  bool reps_given = false, interleave_given = false;
   for (char* a : args) {
     const std::string arg = a;
     const auto eq = arg.find('=');
     const std::string key = arg.substr(0, eq), val = eq == std::string::npos ? "" : arg.substr(eq + 1);
     if (key.rfind("--benchmark_repetitions", 0) == 0) reps_given = true;
+    if (key.rfind("--benchmark_enable_random_interleaving", 0) == 0) {
+      interleave_given = true;
+      s.interleaved = !(val == "false" || val == "0" || val == "no" || val == "f" || val == "n");
+    }
     if (key.rfind("--qsgd_", 0) != 0) {
       rest.push_back(a);
       continue;
@@ -405,6 +396,8 @@ Settings parse_settings(std::vector<char*>& args) {
   if (s.n_min > s.n_max) throw UsageError("--qsgd_n_min is larger than --qsgd_n_max");
   static char default_reps[] = "--benchmark_repetitions=5";
   if (!reps_given) rest.push_back(default_reps);
+  static char default_interleave[] = "--benchmark_enable_random_interleaving=true";
+  if (!interleave_given) rest.push_back(default_interleave);
   args = rest;
   return s;
 }
@@ -426,7 +419,7 @@ int run_program(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(bargc, args.data())) return 2;
   add_context(settings);
   Suite suite(settings);
-  register_all(&suite);
+  benchmark::AddCustomContext("qsgd_order", register_all(&suite));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   suite.release();
