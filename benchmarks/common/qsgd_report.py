@@ -81,18 +81,31 @@ def kernel_medians_by_size(doc):
     bytes_per_second over memcpy/kokkos's median at the same n of the same
     run (the one definition of the fraction; qsgd-bench-kernels interleaves
     the repetitions so that both medians sample the same stretch of time).
-    Absent where the run has no memcpy/kokkos at that n. Kernels come in
+    Absent where the run has no memcpy/kokkos at that n. Rows carry
+    "min_bytes_per_second" and "max_bytes_per_second" where the run has the
+    min and max aggregates (the repetitions' spread). Kernels come in
     the program's order (the context's "qsgd_order"), not the order an
     interleaved run finished them in."""
     single = all(b.get("repetitions", 1) == 1 for b in doc["benchmarks"])
-    out = {}
-    for b in doc["benchmarks"]:
-        median = b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median"
-        if not (median or (single and b.get("run_type") != "aggregate")):
-            continue
+    out, spread = {}, {}
+
+    def key(b):
         parts = b["run_name"].split("/")
         size_at = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))
-        out.setdefault("/".join(parts[:size_at]), {})[int(parts[size_at]) if size_at < len(parts) else 0] = dict(b)
+        return "/".join(parts[:size_at]), int(parts[size_at]) if size_at < len(parts) else 0
+
+    for b in doc["benchmarks"]:
+        agg = b.get("aggregate_name") if b.get("run_type") == "aggregate" else None
+        if agg in ("min", "max"):
+            spread.setdefault(key(b), {})[agg + "_bytes_per_second"] = b["bytes_per_second"]
+        if not (agg == "median" or (single and agg is None)):
+            continue
+        name, n = key(b)
+        out.setdefault(name, {})[n] = dict(b)
+    # The spread of the repetitions, where the run has min and max aggregates.
+    for (name, n), mm in spread.items():
+        if n in out.get(name, {}) and len(mm) == 2:
+            out[name][n].update(mm)
     order = doc.get("context", {}).get("qsgd_order", "").split(",")
     rank = {name: i for i, name in enumerate(order)}
     out = dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], len(rank))))

@@ -58,8 +58,9 @@ for b in doc["benchmarks"]:
     if b.get("error_occurred"):
         sys.exit("run_targets.sh: error: %s failed: %s" % (b["name"], b.get("error_message", "")))
 # Medians; with a single repetition there are no aggregates: the run itself.
+medians = kernel_medians(doc)
 rows = [(name, b["bytes_per_second"] / 1e9, b.get("frac_of_memcpy"), b.get("bits_per_dim"))
-        for name, b in kernel_medians(doc).items()]
+        for name, b in medians.items()]
 if not rows:
     sys.exit("run_targets.sh: error: no median rows in %s" % sys.argv[1])
 
@@ -75,10 +76,6 @@ print("CPU %s; flags %s; %s, %s; host paths: fixed-width %s, CRC32C %s, rANS dec
 print("GB/s = 1e9 bytes of fp32 input (4n) per second, median (min-max) of the repetitions; frac = median GB/s / "
       "memcpy/kokkos median GB/s (same run, repetitions interleaved: %s)\n"
       % ("yes" if ctx.get("qsgd_interleaved") == "true" else ctx.get("qsgd_interleaved", "not recorded")))
-spread = {}
-for b in doc["benchmarks"]:
-    if b.get("run_type") == "aggregate" and b.get("aggregate_name") in ("min", "max") and "/16777216/" in b["name"]:
-        spread.setdefault(b["run_name"].split("/16777216/")[0], {})[b["aggregate_name"]] = b["bytes_per_second"] / 1e9
 fmt = "%-30s %9s %15s %8s %9s %8s %7s"
 print(fmt % ("benchmark", "GB/s", "min-max", "frac", "bits/dim", "target", ""))
 missed = 0
@@ -89,8 +86,10 @@ for name, gbs, frac, bits in rows:
         ok = frac is not None and frac >= t
         verdict = "pass" if ok else "MISS"
         missed += not ok
-    mm = spread.get(name, {})
-    print(fmt % (name, "%.3f" % gbs, "%.2f-%.2f" % (mm["min"], mm["max"]) if len(mm) == 2 else "-",
+    m = medians[name]
+    print(fmt % (name, "%.3f" % gbs,
+                 "%.2f-%.2f" % (m["min_bytes_per_second"] / 1e9, m["max_bytes_per_second"] / 1e9)
+                 if "min_bytes_per_second" in m else "-",
                  "-" if frac is None else "%.3f" % frac,
                  "-" if bits is None else "%.3f" % bits, "-" if t is None else ">= %.2f" % t, verdict))
 missing = [t for t in targets if t not in {r[0] for r in rows}]

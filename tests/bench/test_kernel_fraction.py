@@ -2,7 +2,8 @@
 """The fraction of the memory-copy ceiling (qsgd_report.kernel_medians_by_size):
 a kernel's median bytes/s over memcpy/kokkos's median at the same n of the
 same run, whatever counter the benchmark program wrote; absent where the run
-has no ceiling at that n, and never on the ceiling itself."""
+has no ceiling at that n, and never on the ceiling itself; the spread of the
+repetitions from the min and max aggregates."""
 import os
 import sys
 
@@ -36,6 +37,8 @@ doc = {"benchmarks": [
     rep("memcpy/kokkos", 1024, 8.0, 1), rep("memcpy/kokkos", 1024, 10.0, 2), rep("encode/fixed", 1024, 7.0, 2),
     median("encode/fixed", 1024, 6.0, frac_of_memcpy=0.9), median("memcpy/kokkos", 1024, 10.0),
     median("decode/fixed", 1024, 15.0), median("decode/fixed", 4096, 3.0, frac_of_memcpy=0.3),
+    dict(median("encode/fixed", 1024, 5.0), name="encode/fixed/1024/manual_time_min", aggregate_name="min"),
+    dict(median("encode/fixed", 1024, 7.0), name="encode/fixed/1024/manual_time_max", aggregate_name="max"),
 ]}
 by_size = qsgd_report.kernel_medians_by_size(doc)
 enc = by_size["encode/fixed"][1024]
@@ -43,6 +46,10 @@ check(abs(enc["frac_of_memcpy"] - 0.6) < 1e-12, "encode 6 GB/s over a 10 GB/s ce
 check(abs(by_size["decode/fixed"][1024]["frac_of_memcpy"] - 1.5) < 1e-12, "a kernel above the ceiling keeps its ratio")
 check("frac_of_memcpy" not in by_size["decode/fixed"][4096], "no ceiling at n = 4096: no fraction (the stale counter dropped)")
 check("frac_of_memcpy" not in by_size["memcpy/kokkos"][1024], "the ceiling has no fraction of itself")
+check((enc.get("min_bytes_per_second"), enc.get("max_bytes_per_second")) == (5.0e9, 7.0e9),
+      "the repetitions' spread from the min and max aggregates: %r" % enc)
+check(enc["bytes_per_second"] == 6.0e9, "the median stays the median row's")
+check("min_bytes_per_second" not in by_size["decode/fixed"][1024], "no min and max aggregates: no spread")
 check(doc["benchmarks"][6]["frac_of_memcpy"] == 0.9, "the input document is left as it was")
 check(set(qsgd_report.kernel_medians(doc)) == {"encode/fixed", "memcpy/kokkos", "decode/fixed"},
       "kernel_medians: one row per kernel")
