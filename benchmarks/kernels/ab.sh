@@ -9,13 +9,14 @@
 #
 # Each build dir holds benchmarks/qsgd-bench-kernels (the release preset).
 # OUT_DIR gets a.<round>.json and b.<round>.json (Google Benchmark JSON, 3
-# repetitions each) and ab.txt (the printed table). Defaults: 3 rounds,
+# repetitions each, interleaved in random order in both builds, whatever
+# their own default) and ab.txt (the printed table). Defaults: 3 rounds,
 # n = 2^24, s = 16 (--s: the levels of every kernel), the coding kernels and
 # the memory copy, Google Benchmark's own minimum time per repetition
 # (--min-time S sets it).
 set -euo pipefail
 if [[ $# -lt 3 || "$1" == -h || "$1" == --help ]]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit $(( $# < 3 ? 2 : 0 ))
 fi
 a_dir=$1 b_dir=$2 out=$3
@@ -48,7 +49,8 @@ for ((i = 1; i <= rounds; ++i)); do
     [ $v = b ] && d=$b_dir
     "${pin[@]}" "$d/benchmarks/qsgd-bench-kernels" --qsgd_n_min="$n" --qsgd_n_max="$n" --qsgd_s="$levels" \
       --benchmark_filter="$filter" \
-      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true "${min_time[@]}" \
+      --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
+      --benchmark_report_aggregates_only=true "${min_time[@]}" \
       --benchmark_out="$out/$v.$i.json" --benchmark_out_format=json > "$out/$v.$i.txt" 2>&1 ||
       { cat "$out/$v.$i.txt" >&2; echo "ab.sh: error: the run of $d failed" >&2; exit 1; }
   done
@@ -74,9 +76,13 @@ def rng(x):
 for v in "ab":
     c = ctx[v]
     print(f"{v.upper()}: git {c.get('qsgd_git_hash', '?')}, {c.get('cpu_model', '?')}, {c.get('compiler', '?')}")
-print(f"n = {n}, s = {levels}; {rounds} rounds A, B alternating; each: the median of 3 repetitions; shown: median (min-max) over rounds, GB/s of fp32 input")
+print(f"n = {n}, s = {levels}; {rounds} rounds A, B alternating; each: the median of 3 repetitions, interleaved in random order; shown: median (min-max) over rounds, GB/s of fp32 input")
 print(f"{'kernel':32s} {'A GB/s':>20s} {'B GB/s':>20s}  B/A")
-for k, d in rates.items():
+# The program's order where a build records it (qsgd_order), not the order an
+# interleaved run finished its benchmarks in.
+order = (ctx["b"].get("qsgd_order") or ctx["a"].get("qsgd_order") or "").split(",")
+rank = {name: i for i, name in enumerate(order)}
+for k, d in sorted(rates.items(), key=lambda kv: rank.get(kv[0], len(rank))):
     if d["a"] and d["b"]:
         print(f"{k:32s} {rng(d['a']):>20s} {rng(d['b']):>20s} {statistics.median(d['b']) / statistics.median(d['a']):5.2f}")
 EOF

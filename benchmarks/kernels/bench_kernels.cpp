@@ -29,7 +29,8 @@
 // a machine whose memory rate drifts over minutes (docs/kernels.md,
 // "Measuring against a drifting ceiling") then moves the ceiling and the
 // kernels alike. Every size's buffers are kept for the whole run
-// (12 bytes per coordinate per size).
+// (12 bytes per coordinate per size: about 1.07 GB for the default sizes
+// 2^16..2^26; filter the sizes with --qsgd_n_min/--qsgd_n_max).
 // At small n the buffers fit in cache and the ceiling is cache bandwidth;
 // the targets are stated at n = 2^24 (64 MiB of input), where it is DRAM.
 // Time per iteration is wall time from before the call to after
@@ -39,8 +40,8 @@
 // stddev, cv, min and max aggregates; read the medians.
 //
 // Performance targets at n = 2^24, d = 512, s = 16, max norm (run_targets.sh
-// runs exactly this and checks them); read the `frac_of_memcpy` counter of the
-// `_median` aggregate rows, divided by memcpy/kokkos's:
+// runs exactly this and checks them); the fraction is the `bytes_per_second`
+// of the `_median` aggregate row over memcpy/kokkos's (qsgd_report.py):
 //   encode/fixed/16777216/manual_time_median                 frac_of_memcpy >= 0.60
 //   decode_accumulate/fixed/16777216/manual_time_median      frac_of_memcpy >= 0.60
 //   checksum/crc32c/16777216/manual_time_median              frac_of_memcpy >= 0.80
@@ -58,7 +59,9 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -358,9 +361,23 @@ void print_help() { print_usage(stdout); }
 using qsgd::bench::parse_count;
 using qsgd::bench::UsageError;
 
+// A boolean flag's value as Google Benchmark reads it (any case of false,
+// no, off; one character 0, f, F, n, N or not alphanumeric: false; empty:
+// true), so that the context records the order that actually ran.
+bool benchmark_truthy(const std::string& v) {
+  if (v.empty()) return true;
+  if (v.size() == 1)
+    return std::isalnum(static_cast<unsigned char>(v[0])) && v[0] != '0' && v[0] != 'f' && v[0] != 'F' &&
+           v[0] != 'n' && v[0] != 'N';
+  std::string lower(v);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(lower == "false" || lower == "no" || lower == "off");
+}
+
 // Takes this program's --qsgd_* flags out of args; leaves the rest for
-// Google Benchmark. Adds --benchmark_repetitions=5 and
-// --benchmark_enable_random_interleaving=true unless given.
+// Google Benchmark. Adds --benchmark_repetitions=5 unless given, and
+// --benchmark_enable_random_interleaving=true unless given on the command
+// line or in Google Benchmark's environment variable.
 Settings parse_settings(std::vector<char*>& args) {
   Settings s;
   std::vector<char*> rest;
@@ -370,9 +387,9 @@ Settings parse_settings(std::vector<char*>& args) {
     const auto eq = arg.find('=');
     const std::string key = arg.substr(0, eq), val = eq == std::string::npos ? "" : arg.substr(eq + 1);
     if (key.rfind("--benchmark_repetitions", 0) == 0) reps_given = true;
-    if (key.rfind("--benchmark_enable_random_interleaving", 0) == 0) {
+    if (key == "--benchmark_enable_random_interleaving") {
       interleave_given = true;
-      s.interleaved = !(val == "false" || val == "0" || val == "no" || val == "f" || val == "n");
+      s.interleaved = benchmark_truthy(val);
     }
     if (key.rfind("--qsgd_", 0) != 0) {
       rest.push_back(a);
@@ -397,7 +414,10 @@ Settings parse_settings(std::vector<char*>& args) {
   static char default_reps[] = "--benchmark_repetitions=5";
   if (!reps_given) rest.push_back(default_reps);
   static char default_interleave[] = "--benchmark_enable_random_interleaving=true";
-  if (!interleave_given) rest.push_back(default_interleave);
+  if (const char* env = std::getenv("BENCHMARK_ENABLE_RANDOM_INTERLEAVING"); !interleave_given && env != nullptr)
+    s.interleaved = benchmark_truthy(env);
+  else if (!interleave_given)
+    rest.push_back(default_interleave);
   args = rest;
   return s;
 }

@@ -27,10 +27,12 @@ exe=$build/benchmarks/qsgd-bench-kernels
 [ -x "$exe" ] || { echo "interleave_check.sh: error: $exe not found" >&2; exit 1; }
 mkdir -p "$out"
 names='memcpy/kokkos|quantize|checksum/crc32c|encode/(fixed|elias-dense|rans)|decode_accumulate/(fixed|elias-dense|rans)'
+pin=()
+if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
 for r in $(seq 1 "$rounds"); do
   for mode in seq mix; do
     il=$([ "$mode" = mix ] && echo true || echo false)
-    taskset -c 0 "$exe" --qsgd_n_min=16777216 --qsgd_n_max=16777216 --benchmark_filter="^($names)/" \
+    "${pin[@]}" "$exe" --qsgd_n_min=16777216 --qsgd_n_max=16777216 --benchmark_filter="^($names)/" \
       --benchmark_repetitions=5 --benchmark_enable_random_interleaving="$il" \
       --benchmark_out="$out/$mode.$r.json" --benchmark_out_format=json > /dev/null 2>&1
   done

@@ -56,6 +56,14 @@ check(set(qsgd_report.kernel_medians(doc)) == {"encode/fixed", "memcpy/kokkos", 
 check(qsgd_report.kernel_medians(doc)["decode/fixed"]["bytes_per_second"] == 3.0e9,
       "kernel_medians: the largest n")
 
+# Rows in the program's order (context qsgd_order), not the document's;
+# a name the order does not list comes last.
+ordered = dict(doc, context={"qsgd_order": "memcpy/kokkos,encode/fixed,decode/fixed"})
+ordered["benchmarks"] = ordered["benchmarks"] + [median("zzz/unlisted", 1024, 1.0)]
+check(list(qsgd_report.kernel_medians(ordered)) == ["memcpy/kokkos", "encode/fixed", "decode/fixed", "zzz/unlisted"],
+      "the program's order: %r" % list(qsgd_report.kernel_medians(ordered)))
+check(list(qsgd_report.kernel_medians(doc))[0] == "encode/fixed", "no recorded order: the document's")
+
 # One repetition: the runs themselves are the medians.
 single = {"benchmarks": [dict(rep("memcpy/kokkos", 64, 4.0, 0), repetitions=1),
                          dict(rep("quantize", 64, 3.0, 0), repetitions=1)]}
