@@ -37,7 +37,7 @@
 #     powersgd        PowerSGD's accuracy on the same runs as feedback: fp32 and 4-bit QSGD
 #                     against PowerSGD r = 1, 2, 4 with its error feedback and r = 4 without,
 #                     3 seeds each (accuracy-experiment.sh) (~10 min; timings not reported)
-#     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~1 h; resumable:
+#     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~30 min; resumable:
 #                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
 #                     training steps and compute in 3 rounds, then its validation table (~25 min)
