@@ -119,6 +119,14 @@ def kernel_medians_by_size(doc):
     return out
 
 
+def gbps_spread(row):
+    """The repetitions' spread of a kernel_medians row, "min-max" in GB/s
+    (1e9 bytes/s, two decimals), or "-" where the run has no min and max."""
+    if "min_bytes_per_second" not in row:
+        return "-"
+    return "%.2f-%.2f" % (row["min_bytes_per_second"] / 1e9, row["max_bytes_per_second"] / 1e9)
+
+
 def kernel_medians(doc):
     """{kernel name: its median row} (kernel_medians_by_size); with several
     sizes the largest one."""

@@ -57,20 +57,21 @@ for ((i = 1; i <= rounds; ++i)); do
 done
 python=/usr/bin/python3
 [[ -x $python ]] || python=$(command -v python3)
-"$python" - "$out" "$rounds" "$n" "$levels" <<'EOF' | tee "$out/ab.txt"
+common="$(cd "$(dirname "$0")/../common" && pwd)"
+"$python" - "$out" "$rounds" "$n" "$levels" "$common" <<'EOF' | tee "$out/ab.txt"
 import json, statistics, sys
 out, rounds, n, levels = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sys.path.insert(0, sys.argv[5])
+from qsgd_report import kernel_medians
 rates, ctx = {}, {}
-for v in "ab":
+# B first: the rows come in its program's order (kernel_medians), whatever
+# order an interleaved run finished its benchmarks in.
+for v in "ba":
     for i in range(1, rounds + 1):
         j = json.load(open(f"{out}/{v}.{i}.json"))
         ctx[v] = j["context"]
-        for b in j["benchmarks"]:
-            if b.get("aggregate_name") != "median":
-                continue
-            parts = b["run_name"].split("/")
-            name = "/".join(p for p in parts[:next((k for k, p in enumerate(parts) if p.isdigit()), len(parts))])
-            rates.setdefault(name, {"a": [], "b": []})[v].append(b["bytes_per_second"] / 1e9)
+        for name, row in kernel_medians(j).items():
+            rates.setdefault(name, {"a": [], "b": []})[v].append(row["bytes_per_second"] / 1e9)
 def rng(x):
     return f"{statistics.median(x):6.2f} ({min(x):.2f}-{max(x):.2f})"
 for v in "ab":
@@ -78,11 +79,7 @@ for v in "ab":
     print(f"{v.upper()}: git {c.get('qsgd_git_hash', '?')}, {c.get('cpu_model', '?')}, {c.get('compiler', '?')}")
 print(f"n = {n}, s = {levels}; {rounds} rounds A, B alternating; each: the median of 3 repetitions, interleaved in random order; shown: median (min-max) over rounds, GB/s of fp32 input")
 print(f"{'kernel':32s} {'A GB/s':>20s} {'B GB/s':>20s}  B/A")
-# The program's order where a build records it (qsgd_order), not the order an
-# interleaved run finished its benchmarks in.
-order = (ctx["b"].get("qsgd_order") or ctx["a"].get("qsgd_order") or "").split(",")
-rank = {name: i for i, name in enumerate(order)}
-for k, d in sorted(rates.items(), key=lambda kv: rank.get(kv[0], len(rank))):
+for k, d in rates.items():
     if d["a"] and d["b"]:
         print(f"{k:32s} {rng(d['a']):>20s} {rng(d['b']):>20s} {statistics.median(d['b']) / statistics.median(d['a']):5.2f}")
 EOF

@@ -48,7 +48,7 @@ common="$(cd "$(dirname "$0")/../common" && pwd)"
 "$python" - "$out_json" "$common" <<'EOF'
 import json, sys
 sys.path.insert(0, sys.argv[2])
-from qsgd_report import kernel_medians
+from qsgd_report import gbps_spread, kernel_medians
 
 targets = {"encode/fixed": 0.60, "decode_accumulate/fixed": 0.60, "checksum/crc32c": 0.80,
            "encode/elias-dense": 0.15, "decode_accumulate/elias-dense": 0.10,
@@ -86,10 +86,7 @@ for name, gbs, frac, bits in rows:
         ok = frac is not None and frac >= t
         verdict = "pass" if ok else "MISS"
         missed += not ok
-    m = medians[name]
-    print(fmt % (name, "%.3f" % gbs,
-                 "%.2f-%.2f" % (m["min_bytes_per_second"] / 1e9, m["max_bytes_per_second"] / 1e9)
-                 if "min_bytes_per_second" in m else "-",
+    print(fmt % (name, "%.3f" % gbs, gbps_spread(medians[name]),
                  "-" if frac is None else "%.3f" % frac,
                  "-" if bits is None else "%.3f" % bits, "-" if t is None else ">= %.2f" % t, verdict))
 missing = [t for t in targets if t not in {r[0] for r in rows}]

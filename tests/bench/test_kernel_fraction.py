@@ -50,6 +50,8 @@ check((enc.get("min_bytes_per_second"), enc.get("max_bytes_per_second")) == (5.0
       "the repetitions' spread from the min and max aggregates: %r" % enc)
 check(enc["bytes_per_second"] == 6.0e9, "the median stays the median row's")
 check("min_bytes_per_second" not in by_size["decode/fixed"][1024], "no min and max aggregates: no spread")
+check(qsgd_report.gbps_spread(enc) == "5.00-7.00", "the spread as printed: %r" % qsgd_report.gbps_spread(enc))
+check(qsgd_report.gbps_spread(by_size["decode/fixed"][1024]) == "-", "no spread printed as -")
 check(doc["benchmarks"][6]["frac_of_memcpy"] == 0.9, "the input document is left as it was")
 check(set(qsgd_report.kernel_medians(doc)) == {"encode/fixed", "memcpy/kokkos", "decode/fixed"},
       "kernel_medians: one row per kernel")
