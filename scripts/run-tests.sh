@@ -13,9 +13,10 @@ for arg in "$@"; do
     *) echo "run-tests: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done
-# Slurm daemons (slurm test), Python for summaries and plots, Nsight Systems
+# Slurm daemons (slurm test), Python for summaries and plots, PyTorch (the
+# DDP peer's parity test), Nsight Systems
 # (NVTX range test).
-scripts/install-deps.sh --slurm --python --nsys
+scripts/install-deps.sh --slurm --python --torch --nsys
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --preset ci

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Re-measures the raw results behind the README's tables into
+# Re-measures the raw results behind the results report's tables into
 # results/reference/<table>/ (one folder per table, each replaced whole:
-# tables never mix runs), then regenerates the README's tables from them.
+# tables never mix runs), then regenerates the tables of the report
+# (results/reference/RESULTS.md) and of the README from them.
 #
 #   benchmarks/report/run-reference.sh [TABLE ...]
 #     codecs          qsgd-codec-report --json, n = 2^20 (~1 min)
@@ -37,8 +38,10 @@
 #     powersgd        PowerSGD's accuracy on the same runs as feedback: fp32 and 4-bit QSGD
 #                     against PowerSGD r = 1, 2, 4 with its error feedback and r = 4 without,
 #                     3 seeds each (accuracy-experiment.sh) (~10 min; timings not reported)
-#     tta             time to 85% accuracy, K = 4, 1 Gbit/s, 3 seeds, DDP 1 seed (~30 min; resumable:
-#                     benchmarks/scaling/time-to-accuracy --out results/reference/tta)
+#     tta             time to 85% accuracy, K = 2, 1 Gbit/s, 3 seeds: the suite's fp32 ring, bf16,
+#                     4- and 2-bit scatter-reduce, 4-bit allgather, PowerSGD r = 4; PyTorch DDP fp32,
+#                     fp16 hook, PowerSGD hook (~1 h; to resume a cut run:
+#                     benchmarks/scaling/time-to-accuracy --out results/reference/tta --peers ddp)
 #     model           qsgd-model's calibration and validation data (benchmarks/model/measure.sh),
 #                     training steps and compute in 3 rounds, then its validation table (~25 min)
 #     model-signs     the break-even signs of the model table measured again: 5 rounds of
@@ -175,9 +178,10 @@ for t in "${tables[@]}"; do
       benchmarks/model/qsgd-model project benchmarks/model/params/h200-cluster.json --json "$ref/$t/projection.json" \
         --heatmap "$ref/$t/heatmap.png" > "$ref/$t/projection.txt" ;;
     tta)
-      mkdir -p "$ref/$t"
-      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp --peer-seeds 1 ;;
+      fresh "$t"
+      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;
     *) echo "run-reference: unknown table '$t'" >&2; exit 2 ;;
   esac
 done
+benchmarks/report/qsgd-tables --update results/reference/RESULTS.md
 benchmarks/report/qsgd-tables --update README.md

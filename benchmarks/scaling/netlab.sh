@@ -14,9 +14,17 @@
 # QSGD_NETLAB_IFACE (qsgd0, every node's interface), e.g. for gloo rendezvous.
 #
 # Shaping: tbf on both ends of each veth pair (node egress and bridge egress),
-# so every node has a full-duplex link of the given rate to the switch. The
-# token bucket holds 1 MiB (8 MiB at 10 Gbit/s and above): a transfer smaller
-# than that, after an idle moment, leaves faster than the rate.
+# so every node has a full-duplex link of the given rate to the switch.
+# Below 10 Gbit/s the token bucket holds 24 KiB: after an idle moment at most
+# 24 KiB leave faster than the rate, so 256 KiB of TCP payload (274 KB on
+# the wire) take at least 0.95x their link time (256 KiB x 8 / rate). TCP
+# sends packets of at most 8 segments there (gso_max_segs 8: 12 KB on the
+# wire), which fit the bucket with 100 us of the 1 Gbit/s link to spare for
+# a late qdisc timer. At 10 Gbit/s and above packets keep the kernel's size
+# (up to 64 KiB) and the bucket holds 1 MiB (0.84 ms of the link): two cores
+# cannot keep a smaller one full, and the stack's own latency already
+# exceeds a 256 KiB transfer's link time there. `--burst-of` prints the
+# bucket; tests/netlab measures the burst and the ceiling.
 # `netem` does not exist in this kernel: no latency emulation.
 # Open MPI's TCP eager limit is raised to 8 MiB (see below, with the measured
 # reason); set OMPI_MCA_btl_tcp_eager_limit and friends to override it.
@@ -35,16 +43,19 @@ while [ $# -gt 0 ]; do
     --subnet) subnet="$2"; shift 2 ;;
     --burst-of) burst_of="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "netlab: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-burst_bytes() {  # burst_bytes RATE: the tbf bucket of a RATE link, in bytes
+# link_params RATE: "BUCKET GSO_SEGS" of a RATE link: the tbf bucket in bytes
+# and the most TCP segments in one packet (0: the kernel's default).
+link_params() {
   case "$1" in
-    *gbit) [ "${1%gbit}" -ge 10 ] && { echo $((8 << 20)); return; } ;;
+    *gbit) [ "${1%gbit}" -ge 10 ] && { echo "$((1 << 20)) 0"; return; } ;;
   esac
-  echo $((1 << 20))
+  echo "$((24 << 10)) 8"
 }
+burst_bytes() { local p; p="$(link_params "$1")"; echo "${p% *}"; }
 if [ -n "$burst_of" ]; then
   case "$burst_of" in
     unshaped) echo 0 ;;
@@ -83,13 +94,13 @@ trap 'exit 130' INT TERM
 
 shape() {  # shape DEV [NETNS]
   [ "$rate" = unshaped ] && return 0
-  local burst
-  burst="$(burst_bytes "$rate")"
-  if [ -n "${2:-}" ]; then
-    ip netns exec "$2" tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 100ms
-  else
-    tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 100ms
+  local burst segs run=()
+  read -r burst segs <<< "$(link_params "$rate")"
+  [ -n "${2:-}" ] && run=(ip netns exec "$2")
+  if [ "$segs" -gt 0 ]; then
+    "${run[@]}" ip link set dev "$1" gso_max_segs "$segs"
   fi
+  "${run[@]}" tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 100ms
 }
 
 ip link add "$bridge" type bridge

@@ -71,7 +71,7 @@ LabeledDataset load_fashion_mnist(const std::string& dir, Split split, bool stan
   const std::string pre = split == Split::train ? "train" : "t10k";
   const std::string images = find_idx_file(dir, pre + "-images-idx3-ubyte");
   const std::string labels = find_idx_file(dir, pre + "-labels-idx1-ubyte");
-  LabeledDataset d = load_idx_classification(images, labels, 10, standardize, 0.2860f, 0.3530f);
+  LabeledDataset d = load_idx_classification(images, labels, 10, standardize, fashion_mnist_mean, fashion_mnist_stddev);
   const std::size_t want = split == Split::train ? 60000 : 10000;
   if (d.features != 28 * 28) throw DataError(images + ": wrong dimensions: images are not 28 x 28");
   if (d.size() != want) {

@@ -18,6 +18,8 @@ expect() {  # expect CODE PATTERN CMD...
 # launched alone (MPI's singleton start) and under mpirun.
 expect 2 "unknown option '--bogus'" "$train" --bogus
 expect 2 "unknown strategy 'carrier-pigeon'" "$mpirun" -np 1 "$train" --strategy carrier-pigeon
+expect 2 "--strategy scatter-reduce requantizes the average" "$mpirun" -np 1 "$train" --strategy scatter-reduce \
+  --codec fixed --error-feedback ef21
 expect 1 "$dir/nowhere" "$mpirun" -np 1 "$train" --data-dir "$dir/nowhere" --max-steps 1
 "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 2 --trace "$dir/t.h5" || fail "tiny run failed"
 before=$(md5sum < "$dir/t.h5")

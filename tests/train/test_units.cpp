@@ -86,6 +86,38 @@ TEST(Options, ErrorFeedbackIsPartOfTheRunIdentity) {
   EXPECT_NE(ef.describe().find("+ef"), std::string::npos) << ef.describe();
 }
 
+// ef21 keeps m += out / B as the ranks' mean of h, which holds only where the
+// exchange's output is the exact mean of what the ranks sent (Exchange::start's
+// `sent`). scatter-reduce and param-server requantize the average: ef21 is
+// refused there, with every lossy codec, in one line naming the option, the
+// strategy and the reason; ef stays accepted with them.
+namespace {
+void expect_ef21_refused(const std::string& strategy) {
+  for (const char* codec : {"fixed", "elias-dense", "bf16"}) {
+    const std::string got = refusal({"--strategy", strategy, "--codec", codec, "--error-feedback", "ef21"});
+    const std::string want = "--error-feedback ef21 needs an exchange whose output is the exact mean of what the "
+                             "ranks sent; --strategy " + strategy + " requantizes the average";
+    EXPECT_NE(got.find(want), std::string::npos) << strategy << " / " << codec << ": got '" << got << "'";
+    EXPECT_EQ(got.find('\n'), std::string::npos) << got;
+    EXPECT_EQ(refusal({"--strategy", strategy, "--codec", codec, "--error-feedback", "ef"}), "") << strategy;
+  }
+}
+}  // namespace
+
+TEST(Options, Ef21IsRefusedWithScatterReduce) { expect_ef21_refused("scatter-reduce"); }
+
+TEST(Options, Ef21IsRefusedWithParamServer) { expect_ef21_refused("param-server"); }
+
+// allgather averages the K decoded messages; shared-scale sums every rank's
+// levels against the agreed scales with no second draw: both exact.
+TEST(Options, Ef21IsAcceptedWhereTheAverageIsExact) {
+  for (const char* strategy : {"allgather", "shared-scale"}) {
+    const std::vector<std::string> args = {"--strategy", strategy, "--codec", "fixed", "--error-feedback", "ef21"};
+    EXPECT_EQ(refusal(args), "") << strategy;
+    EXPECT_EQ(parse(args).feedback, qsgd::Feedback::ef21) << strategy;
+  }
+}
+
 TEST(Options, PowerSgdRankIsPartOfItsRunIdentityOnly) {
   const auto r2 = parse({"--strategy", "powersgd", "--powersgd-rank", "2", "--error-feedback", "ef-unscaled"});
   const auto r4 = parse({"--strategy", "powersgd", "--error-feedback", "ef-unscaled"});

@@ -23,6 +23,26 @@ std::uint32_t to_uint32(const std::string& opt, const std::string& v) {
   return static_cast<std::uint32_t>(parse_count(opt, v, 0, std::numeric_limits<std::uint32_t>::max()));
 }
 
+// Why `k`'s averaged output is not the mean of what the ranks sent (their
+// decoded first-stage messages, Exchange::start's `sent`), or nullptr where it
+// is: ef21's m (m += out / B) stays the ranks' mean of h only then.
+//   allgather: every rank decodes and accumulates all K messages (allgather.cpp);
+//   shared-scale: the sums of every rank's levels against the agreed scales,
+//   dequantized with K s levels, no second draw (scatter_reduce.cpp);
+//   allreduce (fp32): the sum itself.
+const char* inexact_mean(comm::StrategyKind k) {
+  switch (k) {
+    case comm::StrategyKind::allreduce:
+    case comm::StrategyKind::allgather:
+    case comm::StrategyKind::shared_scale: return nullptr;
+    case comm::StrategyKind::allreduce16: return "rounds its sums to 16 bits on the way";
+    case comm::StrategyKind::param_server: return "requantizes the average on the server";
+    case comm::StrategyKind::scatter_reduce: return "requantizes the average";
+    case comm::StrategyKind::powersgd: return "sends low-rank factors";
+  }
+  return "is not known to average exactly";
+}
+
 }  // namespace
 
 int parse_signal(const std::string& name) {
@@ -99,6 +119,8 @@ exchange:
   --s S  --d D (512; 0 = one bucket)  --norm max|l2
   --fusion-mb MB (8)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
   --error-feedback none|ef|ef-unscaled|ef21 (none): residuals per tensor, C = Q/B (ef, ef21) or Q;
+                 ef, ef-unscaled: allgather, param-server, scatter-reduce, shared-scale (codec not fp32);
+                 ef21: allgather and shared-scale only (output the exact mean of what the ranks sent);
                  powersgd: ef-unscaled (the residual of the shared approximation)
   --transport ring|library (ring)  --segment-kb KB (4096)  --window N (8)
   --progress thread|hooks (thread: a thread polls the network during backward)  --poll-us US (100)
@@ -259,6 +281,11 @@ void check_together(Options& o, bool bits_given) {
         "param-server, scatter-reduce or shared-scale with a codec other than fp32, or powersgd): " +
         comm::to_string(o.strategy) + " / " + to_string(o.codec) +
         (o.codec == CodecKind::fp32 ? " is exact" : " rounds its sums on the way"));
+  if (o.feedback == Feedback::ef21)
+    if (const char* why = inexact_mean(o.strategy))
+      bad("--error-feedback ef21 needs an exchange whose output is the exact mean of what the ranks sent; "
+          "--strategy " + comm::to_string(o.strategy) + " " + why +
+          " (use allgather or shared-scale, or --error-feedback ef)");
   if (is_quantized(o.codec) && !bits_given) o.naming = "4bit(paper,s=16)";
   if (!is_quantized(o.codec)) o.naming = to_string(o.codec);
   CodecConfig c;

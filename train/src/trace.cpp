@@ -131,7 +131,9 @@ const DoubleField step_fields[] = {
     {"encode", "s", "encoding into messages", &StepRecord::encode},
     {"requantize", "s", "second-stage quantization and encoding (server, chunk owner)", &StepRecord::requantize},
     {"comm_exposed", "s", "time blocked in MPI waits: communication the step waited for", &StepRecord::comm_exposed},
-    {"comm_hidden", "s", "network busy while the rank did other work: union of network intervals - comm_exposed",
+    {"comm_hidden", "s",
+     "in flight outside waits: union of network intervals - comm_exposed (transfers, and the coding, reductions "
+     "and waiting inside them; not a bound on hidden link time: docs/traces.md)",
      &StepRecord::comm_hidden},
     {"decode", "s", "decoding, accumulation and ring additions of received data", &StepRecord::decode},
     {"update", "s", "optimizer update", &StepRecord::update},

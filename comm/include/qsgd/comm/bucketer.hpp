@@ -67,7 +67,9 @@ struct BucketerConfig {
 //   blocked_s: time blocked in MPI waits (exposed communication);
 //   network_s: length of the union of the operations' network intervals
 //     (OpStats): time during which some bytes of the step could be moving.
-//   network_s - blocked_s is communication that ran under other work.
+//   network_s - blocked_s is time in flight outside waits: transfers, and
+//     the coding, reductions and waiting for peers inside the intervals (an
+//     upper bound on link time hidden under other work; docs/metrics.md).
 struct StepTotals {
   double quantize_s = 0, encode_s = 0, requantize_s = 0, comm_s = 0, blocked_s = 0, decode_s = 0, total_s = 0;
   double network_s = 0;

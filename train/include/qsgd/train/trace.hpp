@@ -32,7 +32,7 @@ struct StepRecord {
   std::int32_t buckets = 0;        // buckets exchanged (times kept for the first max_buckets)
   double forward = 0, backward = 0, quantize = 0, encode = 0, requantize = 0, decode = 0, update = 0;
   double comm_exposed = 0;         // blocked in MPI waits
-  double comm_hidden = 0;          // network busy while the rank did other work
+  double comm_hidden = 0;          // in flight outside waits (network intervals - comm_exposed)
   double step_time = 0;
   std::uint64_t wire_bytes = 0;    // bytes this rank received in the step
   double bits_per_dim = 0;         // 8 * compressed bytes / gradient elements

@@ -5,7 +5,10 @@
 // 60,000 training and 10,000 test images, 28x28 grey, 10 classes.
 //
 // Features: pixel / 255, then standardized with the training set's mean
-// 0.2860 and standard deviation 0.3530 unless standardize is false.
+// and standard deviation (fashion_mnist_mean, fashion_mnist_stddev) unless
+// standardize is false. These two constants are the one place the suite and
+// its PyTorch peers take them from (qsgd-peer-inputs writes them for the
+// peers).
 // Checks: images 3-D (n x 28 x 28), labels 1-D with the same n, every label
 // < 10; otherwise a DataError naming the file.
 
@@ -16,6 +19,9 @@
 namespace qsgd::models {
 
 enum class Split { train, test };
+
+inline constexpr float fashion_mnist_mean = 0.2860f;
+inline constexpr float fashion_mnist_stddev = 0.3530f;
 
 // $QSGD_FASHION_MNIST_DIR if set, else /usr/share/datasets/fashion-mnist.
 std::string default_fashion_mnist_dir();

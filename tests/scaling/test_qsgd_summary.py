@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""qsgd-summary on synthetic traces: baselines of the same seed, the bounded
+hidden figure, the link bound check.
+
+usage: test_qsgd_summary.py [PATH/TO/qsgd-summary]
+Builds tiny schema-2 traces (docs/traces.md, what train/src/trace.cpp and
+ddp-yardstick write) with h5py in a temporary directory, runs qsgd-summary on
+them (--json and the text table) and checks every figure against values
+worked out by hand. Exits 1 listing every failed check; h5py missing is a
+failure, not a skip."""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+SUMMARY = (sys.argv[1] if len(sys.argv) > 1 else
+           os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks", "scaling", "qsgd-summary"))
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:
+    sys.exit("test_qsgd_summary: FAIL: %s (the test needs Debian's python3-h5py and python3-numpy under "
+             "/usr/bin/python3)" % e)
+
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL: " + what)
+
+
+def close(a, b, tol=1e-6):
+    return a is not None and b is not None and abs(a - b) <= tol * max(1.0, abs(b))
+
+
+# ---- synthetic traces --------------------------------------------------------
+
+K = 2
+STEPS = 5                # one epoch of 5 steps; step 0 is the warm-up qsgd-summary drops
+LINK_BPS = 1e9 / 8       # "1gbit"
+WIRE = 1_250_000         # bytes received per step and rank: 0.01 s on 1 Gbit/s
+
+
+def config(seed, strategy, codec, s=16, ddp=False):
+    if ddp:  # ddp-yardstick's fields (widths, no error_feedback, target null)
+        return {"model": "mlp", "widths": [784, 64, 10], "dataset": "synthetic", "batch_per_rank": 32,
+                "strategy": "ddp", "codec": codec, "naming": "", "s": None, "d": None, "lr": 0.05,
+                "momentum": 0.9, "seed": seed, "bucket_mb": 25.0, "peer": "pytorch-ddp-gloo",
+                "hook": "none (DDP allreduce, fp32)", "epochs": 1, "max_steps": 0, "eval_every": 1,
+                "target_accuracy": None}
+    naming = {"fp32": "fp32", "bf16": "bf16"}.get(codec, "4bit(paper,s=%d)" % s)
+    return {"model": "mlp", "mlp_widths": [784, 64, 10], "dataset": "synthetic", "data_dir": "/data/" + str(seed),
+            "batch_per_rank": 32, "epochs": 1, "max_steps": 0, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0,
+            "seed": seed, "strategy": strategy, "codec": codec, "s": s, "d": 512, "norm": "max", "naming": naming,
+            "fusion_mb": 8, "layer_filter": 10000, "overlap": True, "error_feedback": "none", "transport": "ring",
+            "progress": "thread", "poll_us": 100, "synthetic_backward_ms": 0.0, "eval_every": 1,
+            "target_accuracy": 0.0, "label": "test seed %d" % seed}
+
+
+def write_trace(path, cfg, link="1gbit", epoch_time=1.0, tta=None, exposed=0.002, in_flight=0.004,
+                wire=WIRE, step_time=0.1):
+    """One trace: every kept step alike. exposed, in_flight: per rank
+    (scalars for all ranks, or a list of K); tta: the training time at which
+    the evaluations reach accuracy 0.9 (they read 0.5 before)."""
+    def per_rank(v):
+        return np.tile(np.asarray(v if isinstance(v, list) else [v] * K, dtype=float), (STEPS, 1))
+    with h5py.File(path, "w") as f:
+        a = f.attrs
+        a["schema_version"] = 2
+        a["ranks"] = K
+        a["config"] = json.dumps(cfg)
+        a["link_rate"] = link
+        a["steps_per_epoch"] = str(STEPS)
+        a["steps_per_full_epoch"] = str(STEPS)
+        a["complete"] = "true"
+        if cfg.get("peer"):
+            a["comm_exposed_method"] = "backward(DDP) - median backward without DDP"
+        else:
+            a["kokkos_execution_space"] = "Serial"
+        s = f.create_group("steps")
+        s["step"] = np.arange(STEPS, dtype=np.int64)
+        s["epoch"] = np.zeros(STEPS, dtype=np.int32)
+        for ph in ("forward", "backward", "quantize", "encode", "requantize", "decode", "update"):
+            s[ph] = per_rank(0.01)
+        s["comm_exposed"] = per_rank(exposed)
+        s["comm_hidden"] = per_rank(float("nan") if cfg.get("peer") else in_flight)
+        s["step_time"] = per_rank(step_time)
+        s["wire_bytes"] = np.full((STEPS, K), wire, dtype=np.uint64)
+        s["bits_per_dim"] = per_rank(32.0 if cfg["codec"] in ("fp32",) else 6.0)
+        s["loss"] = per_rank(1.0)
+        e = f.create_group("epochs")
+        e["epoch"] = np.zeros(1, dtype=np.int32)
+        e["steps"] = np.array([STEPS], dtype=np.int64)  # a whole epoch: its time is measured
+        e["epoch_time"] = np.array([epoch_time])
+        e["train_loss"] = np.array([1.0])
+        e["test_loss"] = np.array([0.5])
+        e["test_accuracy"] = np.array([0.9])
+        v = f.create_group("evals")
+        times = [tta / 2, tta] if tta else [epoch_time / 2, epoch_time]
+        v["step"] = np.array([2, 4], dtype=np.int64)
+        v["epoch"] = np.zeros(2, dtype=np.int32)
+        v["train_time"] = np.array(times)
+        v["test_loss"] = np.array([1.0, 0.5])
+        v["test_accuracy"] = np.array([0.5, 0.9 if tta else 0.6])
+
+
+def build(d):
+    """The trace set and what each name's figures must be."""
+    t = {}
+    # Seed 1 and seed 2 baselines differ: seed 2's fp32 is 20% faster.
+    for seed, fp32, bf16, q4, tta_fp32, tta_bf16, tta_q4 in ((1, 100.0, 60.0, 40.0, 90.0, 45.0, 30.0),
+                                                              (2, 80.0, 50.0, 40.0, 70.0, 50.0, 35.0)):
+        t["fp32-s%d" % seed] = (config(seed, "allreduce", "fp32"), dict(epoch_time=fp32, tta=tta_fp32))
+        t["bf16-s%d" % seed] = (config(seed, "allreduce16", "bf16"), dict(epoch_time=bf16, tta=tta_bf16))
+        # Rank 0: in flight 0.05 s against 0.01 s of link time and 0.002 s exposed -> hidden clamped to 0.008;
+        # rank 1: in flight 0.004 s, under the bound -> hidden 0.004.
+        t["q4-s%d" % seed] = (config(seed, "scatter-reduce", "fixed"),
+                              dict(epoch_time=q4, tta=tta_q4, exposed=0.002, in_flight=[0.05, 0.004]))
+    # Seed 3 has no baseline at all: no ratio, never seed 1's or 2's.
+    t["q4-s3"] = (config(3, "scatter-reduce", "fixed"), dict(epoch_time=40.0, tta=32.0))
+    # PyTorch DDP (ddp-yardstick's config fields) of seed 2: paired with seed 2's fp32.
+    t["ddp-s2"] = (config(2, "ddp", "fp32", ddp=True), dict(epoch_time=160.0, tta=140.0, exposed=0.05))
+    # Exposed 0.02 s against 0.01 s of link time: fails the 1.05 bound (exposed alone).
+    t["slow-s4"] = (config(4, "allreduce", "fp32"), dict(epoch_time=10.0, exposed=0.02, in_flight=0.01))
+    # No link: hidden n/a, in flight still reported.
+    t["local-s1"] = (config(1, "allreduce", "fp32"), dict(link="local", epoch_time=10.0, in_flight=0.03))
+    for name, (cfg, kw) in t.items():
+        write_trace(os.path.join(d, name + ".h5"), cfg, **kw)
+    return t
+
+
+# ---- running qsgd-summary --------------------------------------------------------
+
+def run(*args):
+    p = subprocess.run([sys.executable, SUMMARY] + list(args), capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        print(p.stdout + p.stderr)
+    check(p.returncode == 0, "qsgd-summary %s exits 0 (got %d)" % (" ".join(args), p.returncode))
+    return p.stdout, p.stderr
+
+
+def parse_table(text):
+    """The first table of the text output: a list of {header: cell}, the
+    columns cut where the dashes under the header are."""
+    lines = text.splitlines()
+    sep = next(i for i, ln in enumerate(lines) if ln.startswith("-"))
+    spans, i, ln = [], 0, lines[sep]
+    while i < len(ln):
+        if ln[i] == "-":
+            j = i
+            while j < len(ln) and ln[j] == "-":
+                j += 1
+            spans.append((i, j))
+            i = j
+        else:
+            i += 1
+    head = [lines[sep - 1][a:b].strip() for a, b in spans]
+    rows = []
+    for line in lines[sep + 1:]:
+        if not line.strip():
+            break
+        rows.append({h: line[a:b].strip() for h, (a, b) in zip(head, spans)})
+    return head, rows
+
+
+def main():
+    if not os.path.isfile(SUMMARY):
+        sys.exit("test_qsgd_summary: FAIL: no %s" % SUMMARY)
+    with tempfile.TemporaryDirectory(prefix="qsgd-summary-test.") as d:
+        build(d)
+        out, err = run("--json", "--target", "0.85", d)
+        try:
+            doc = json.loads(out)
+        except ValueError as e:
+            print("test_qsgd_summary: FAIL: qsgd-summary --json wrote no JSON (%s); %d check(s) failed"
+                  % (e, len(FAILURES)))
+            return 1
+        runs = {os.path.basename(r["file"])[:-3]: r for r in doc["runs"]}
+        check(len(runs) == 10, "10 runs in the JSON (got %d)" % len(runs))
+        g = lambda name, k: runs[name].get(k)  # noqa: E731
+
+        # --- speedups pair each run with its own seed's baselines ---
+        want = {  # name: (speedup, x bf16, tta x, tta x bf16)
+            "fp32-s1": (1.0, 0.6, 1.0, 0.5), "fp32-s2": (1.0, 0.625, 1.0, 50 / 70),
+            "bf16-s1": (100 / 60, 1.0, 2.0, 1.0), "bf16-s2": (1.6, 1.0, 1.4, 1.0),
+            "q4-s1": (2.5, 1.5, 3.0, 1.5), "q4-s2": (2.0, 1.25, 2.0, 50 / 35),
+            "ddp-s2": (0.5, 50 / 160, 0.5, 50 / 140),
+        }
+        for name, (sp, spb, tt, ttb) in want.items():
+            for key, v in (("speedup", sp), ("speedup_bf16", spb), ("tta_speedup", tt), ("tta_speedup_bf16", ttb)):
+                check(close(g(name, key), v), "%s: %s = %.4f against its own seed's baseline (got %s)"
+                      % (name, key, v, g(name, key)))
+        # The old pairing (the first fp32 row for every seed) gives seed 2's 4-bit 100 / 40 = 2.5.
+        check(not close(g("q4-s2", "speedup"), 2.5), "q4-s2: speedup is not against seed 1's fp32 (100/40 = 2.5)")
+        for key in ("speedup", "speedup_bf16", "tta_speedup", "tta_speedup_bf16"):
+            check(g("q4-s3", key) is None, "q4-s3: no baseline of its seed: %s is null (got %s)"
+                  % (key, g("q4-s3", key)))
+        # slow-s4 is its own fp32 baseline; seed 4 has no bf16 run.
+        check(close(g("slow-s4", "speedup"), 1.0) and g("slow-s4", "speedup_bf16") is None,
+              "slow-s4: speedup 1.0 against itself, none against bf16 (got %s, %s)"
+              % (g("slow-s4", "speedup"), g("slow-s4", "speedup_bf16")))
+        check(g("q4-s2", "baseline") and g("q4-s2", "baseline").endswith("fp32-s2.h5"),
+              "q4-s2: baseline is fp32-s2.h5 (got %s)" % g("q4-s2", "baseline"))
+
+        # --- per configuration: ratios per seed, then median and min-max ---
+        configs = doc.get("configs") or []
+        q4 = [c for c in configs if c["strategy"] == "scatter-reduce" and c["runs"] == 3]
+        check(len(q4) == 1, "one scatter-reduce configuration of 3 runs in configs (got %d)" % len(q4))
+        if q4:
+            c = q4[0]
+            check(close(c["speedup"], 2.25) and close(c["speedup_min"], 2.0) and close(c["speedup_max"], 2.5)
+                  and c["speedup_n"] == 2,
+                  "scatter-reduce: speedup median 2.25 [2.0-2.5] over the 2 seeds with a baseline "
+                  "(got %s [%s-%s] n=%s)"
+                  % (c["speedup"], c["speedup_min"], c["speedup_max"], c["speedup_n"]))
+            check(close(c["tta_speedup"], 2.5) and close(c["tta_speedup_min"], 2.0)
+                  and close(c["tta_speedup_max"], 3.0),
+                  "scatter-reduce: tta x median 2.5 [2.0-3.0] (got %s [%s-%s])"
+                  % (c["tta_speedup"], c["tta_speedup_min"], c["tta_speedup_max"]))
+            check(close(c["tta_speedup_bf16"], (1.5 + 50 / 35) / 2), "scatter-reduce: tta x bf16 median of 1.5 and "
+                  "50/35 (got %s)" % c["tta_speedup_bf16"])
+
+        # --- in flight, hidden, other ---
+        # q4: per step, rank 0 in flight 0.05, hidden min(0.05, 0.01 - 0.002) = 0.008; rank 1 0.004 and 0.004.
+        for name in ("q4-s1", "q4-s2"):
+            check(close(g(name, "in_flight_fraction"), (0.05 + 0.004) / 0.2),
+                  "%s: in-flight fraction 0.27 = the trace's comm_hidden (got %s)"
+                  % (name, g(name, "in_flight_fraction")))
+            check(close(g(name, "hidden_fraction"), (0.008 + 0.004) / 0.2),
+                  "%s: hidden fraction 0.06, clamped to link time - exposed on rank 0 (got %s)"
+                  % (name, g(name, "hidden_fraction")))
+            check(close(g(name, "other_in_flight_fraction"), 0.042 / 0.2),
+                  "%s: other in flight 0.21 = in flight - hidden (got %s)"
+                  % (name, g(name, "other_in_flight_fraction")))
+            check(close(g(name, "hidden"), (0.008 + 0.004) / 2) and close(g(name, "link_time"), 0.01),
+                  "%s: hidden 0.006 s and link time 0.01 s per step (mean over ranks) (got %s, %s)"
+                  % (name, g(name, "hidden"), g(name, "link_time")))
+        check(g("local-s1", "hidden_fraction") is None and g("local-s1", "other_in_flight_fraction") is None,
+              "local-s1: no link: hidden and other are n/a (got %s, %s)"
+              % (g("local-s1", "hidden_fraction"), g("local-s1", "other_in_flight_fraction")))
+        check(close(g("local-s1", "in_flight_fraction"), 0.3),
+              "local-s1: in flight still reported (got %s)" % g("local-s1", "in_flight_fraction"))
+        check(g("ddp-s2", "hidden_fraction") is None and g("ddp-s2", "comm_estimated") is True,
+              "ddp-s2: hidden n/a, exposed an estimate (got %s, %s)"
+              % (g("ddp-s2", "hidden_fraction"), g("ddp-s2", "comm_estimated")))
+
+        # --- the link bound: (exposed + hidden) of the slowest rank <= 1.05 x link time ---
+        check(close(g("q4-s1", "link_bound"), 1.0) and g("q4-s1", "link_bound_violated") is False,
+              "q4-s1: link bound 1.0 (0.002 + 0.008 of 0.01 s), passes (got %s, %s)"
+              % (g("q4-s1", "link_bound"), g("q4-s1", "link_bound_violated")))
+        check(close(g("slow-s4", "link_bound"), 2.0) and g("slow-s4", "link_bound_violated") is True,
+              "slow-s4: link bound 2.0 (exposed 0.02 s of 0.01 s), fails (got %s, %s)"
+              % (g("slow-s4", "link_bound"), g("slow-s4", "link_bound_violated")))
+        warns = [ln for ln in err.splitlines() if "warning" in ln]
+        check(len(warns) == 1 and "slow-s4.h5" in warns[0],
+              "one warning, naming slow-s4.h5 (got %s)" % warns)
+        check(g("local-s1", "link_bound_violated") is None and g("ddp-s2", "link_bound_violated") is None,
+              "no link bound check without a link nor for DDP")
+
+        # --- the text table ---
+        out, err = run("--target", "0.85", d)
+        head, rows = parse_table(out)
+        for h in ("model", "K", "space", "link", "strategy", "codec", "comm", "hidden", "other", "in-flight",
+                  "epoch s", "speedup", "x bf16", "scal.eff", "accuracy", "t(85%) s", "tta x", "tta x bf16"):
+            check(h in head, "text table has column '%s' (columns: %s)" % (h, head))
+        check(len(rows) == 10, "text table has 10 rows (got %d)" % len(rows))
+        by_epoch = {}
+        for r in rows:
+            by_epoch.setdefault((r.get("strategy"), r.get("epoch s")), []).append(r)
+        q4s2 = by_epoch.get(("scatter-reduce", "40.00"), [])
+        # Rows of the three 4-bit runs (seeds 1, 2, 3, in that order): 2.50, 2.00, '-'.
+        check([r.get("speedup") for r in q4s2] == ["2.50", "2.00", "-"],
+              "text: 4-bit speedups 2.50, 2.00, - for seeds 1, 2, 3 (got %s)" % [r.get("speedup") for r in q4s2])
+        check([r.get("tta x") for r in q4s2] == ["3.00", "2.00", "-"],
+              "text: 4-bit tta x 3.00, 2.00, - (got %s)" % [r.get("tta x") for r in q4s2])
+        ddp = [r for r in rows if r.get("strategy") == "ddp"]
+        check(len(ddp) == 1 and ddp[0].get("comm", "").endswith("~") and ddp[0].get("hidden") == "-",
+              "text: the DDP row's comm marked '~' (an estimate), hidden '-' (got %s)" % ddp)
+        local = [r for r in rows if r.get("link") == "local"]
+        check(len(local) == 1 and local[0].get("hidden") == "-" and local[0].get("in-flight") == "0.30",
+              "text: the local row's hidden '-', in-flight 0.30 (got %s)" % local)
+        check("per configuration" in out, "text: a per-configuration table where seeds repeat")
+        check(any("slow-s4.h5" in ln for ln in err.splitlines()), "text mode warns about slow-s4.h5 too")
+
+    # --- functions, loaded as other tools load them ---
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks", "common"))
+    try:
+        from qsgd_report import load_script
+        mod = load_script(SUMMARY, "qsgd_summary")
+    except Exception as e:  # noqa: BLE001
+        mod = None
+        check(False, "qsgd-summary loads as a module (%s)" % e)
+    if mod is not None:
+        f = getattr(mod, "link_bytes_per_second", None)
+        check(f is not None and f("1gbit") == 1.25e8 and f("100mbit") == 1.25e7 and f("10gbit") == 1.25e9
+              and f("local") is None and f("unshaped") is None,
+              "link_bytes_per_second: 1gbit, 100mbit, 10gbit; local and unshaped have no link")
+        split = getattr(mod, "split_in_flight", None)
+        if split is None:
+            check(False, "split_in_flight exists")
+        else:
+            link, hidden, other = split(np.array([[0.002, 0.02]]), np.array([[0.05, 0.05]]),
+                                        np.array([[WIRE, WIRE]]), LINK_BPS)
+            check(np.allclose(hidden, [[0.008, 0.0]]) and np.allclose(other, [[0.042, 0.05]]),
+                  "split_in_flight: hidden clamped to max(0, link - exposed) (got %s)" % hidden)
+            _, hidden, _ = split(np.array([[0.0]]), np.array([[0.05]]), np.array([[WIRE]]), None)
+            check(math.isnan(hidden[0, 0]), "split_in_flight: no link, hidden NaN")
+
+    if FAILURES:
+        print("test_qsgd_summary: %d check(s) failed against %s" % (len(FAILURES), SUMMARY))
+        return 1
+    print("test_qsgd_summary: PASS (%s)" % SUMMARY)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
