@@ -33,9 +33,10 @@ bool applies(std::uint32_t s) { return host_paths_enabled() && cpu_has_avx512() 
 #ifdef QSGD_HAVE_AVX512_PATH
 
 // Levels ahead of the length and write passes that they ask for: on the
-// Intel virtual machine of the kernel table the hardware prefetcher alone left the
-// write pass waiting on DRAM (encode_only/elias-dense 1.6 -> 6.5 GB/s at
-// n = 2^24 with it; docs/kernels.md, "Prefetching on the Intel virtual machine").
+// Intel Xeon machine of results/reference/kernels-prefetch the hardware
+// prefetcher alone leaves the write pass waiting on DRAM
+// (encode_only/elias-dense 1.55 GB/s without, 6.52 with it at n = 2^24;
+// docs/kernels.md, "Prefetching").
 constexpr std::uint64_t level_prefetch = 2048;
 
 // Entry a (|l| = a <= s): the codeword without its sign bit's value, shifted

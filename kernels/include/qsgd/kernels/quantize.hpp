@@ -480,9 +480,9 @@ void quantize_levels_team(const ExecSpace& exec, const VView& v, std::uint64_t n
 }
 
 // Asks for the cache line at p ahead of its use (host code only; a no-op in
-// device code). On the Intel virtual machine of the kernel table, streaming
-// loops wait on DRAM without it (docs/kernels.md, "Prefetching on the Intel
-// virtual machine").
+// device code). On the Intel Xeon machine of
+// results/reference/kernels-prefetch, streaming loops wait on DRAM without it
+// (docs/kernels.md, "Prefetching").
 KOKKOS_INLINE_FUNCTION void prefetch_host(const void* p) {
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_prefetch(p);
