@@ -81,7 +81,11 @@ def kernel_medians_by_size(doc):
     bytes_per_second over memcpy/kokkos's median at the same n of the same
     run (the one definition of the fraction; qsgd-bench-kernels interleaves
     the repetitions so that both medians sample the same stretch of time).
-    Absent where the run has no memcpy/kokkos at that n. Rows carry
+    Absent where the run has no memcpy/kokkos at that n. Each such row also
+    gets "traffic_frac_of_memcpy" (traffic_fraction: the bytes it reads and
+    writes per second over the copy's 8n per second) where
+    kernel_traffic_bytes counts its bytes and the run took the host paths
+    those counts describe (traffic_counts_apply). Rows carry
     "min_bytes_per_second" and "max_bytes_per_second" where the run has the
     min and max aggregates (the repetitions' spread). Kernels come in
     the program's order (the context's "qsgd_order"), not the order an
@@ -110,13 +114,131 @@ def kernel_medians_by_size(doc):
     rank = {name: i for i, name in enumerate(order)}
     out = dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], len(rank))))
     ceiling = out.get("memcpy/kokkos", {})
+    ctx = doc.get("context", {})
+    d = int(ctx.get("qsgd_d", 512))
+    counted = traffic_counts_apply(ctx)
     for name, rows in out.items():
         for n, row in rows.items():
             row.pop("frac_of_memcpy", None)
+            row.pop("traffic_frac_of_memcpy", None)
             c = ceiling.get(n, {}).get("bytes_per_second")
             if name != "memcpy/kokkos" and c:
                 row["frac_of_memcpy"] = row["bytes_per_second"] / c
+                t = traffic_fraction(name, n, row, ceiling[n], d) if counted else None
+                if t is not None:
+                    row["traffic_frac_of_memcpy"] = t
     return out
+
+
+# The codecs of qsgd-bench-kernels (bench_kernels.cpp, all_codecs()): the
+# quantized ones carry bucket scales, the float baselines do not.
+QUANTIZED_CODECS = ("fixed", "elias-dense", "elias-sparse", "rans")
+FLOAT_CODECS = ("fp16", "bf16", "fp32")
+
+
+def kernel_traffic_bytes(name, n, bits_per_dim=None, d=512):
+    """(bytes read, bytes written) by one call of the qsgd-bench-kernels
+    benchmark `name` (without its size: "encode/fixed") on n coordinates:
+    the one place these counts live (docs/kernels.md, "Bytes each kernel
+    moves", gives the code each term comes from).
+
+    bits_per_dim: the run's counter of a coding kernel, so that the message
+    is M = bits_per_dim * n / 8 bytes (header, chunk offsets, scales and
+    payload). d: the run's bucket size (context qsgd_d; 0 is one bucket).
+    S = 4 ceil(n / d), the bucket scales (quantized codecs; 0 for the float
+    ones). P = M - S, the rANS chunk units (its payload, the header and
+    chunk offsets counted in it).
+
+        kernel                              read                written
+        memcpy/kokkos, memcpy/std           4n                  4n
+        quantize                            4n                  4n + S
+        checksum/crc32c                     4n                  0
+        encode/fixed                        4n + S + M          S + M
+        encode/elias-dense, elias-sparse    12n + S + M         4n + S + M
+        encode/rans                         12n + P + S + M     4n + S + P + M
+        encode/fp16, bf16, fp32             4n + M              M
+        encode_only/fixed                   4n + S + M          M
+        encode_only/elias-dense, -sparse    8n + S + M          M
+        encode_only/rans                    8n + P + S + M      P + M
+        decode/<quantized codec>            2M + S              4n
+        decode/fp16, bf16, fp32             2M                  4n
+        decode_accumulate/<quantized>       4n + 2M + S         4n
+        decode_accumulate/fp16, bf16, fp32  4n + 2M             4n
+
+    Counted: each pass over a buffer that grows with n (input, levels,
+    output, accumulator, message, rANS scratch) and over the bucket scales,
+    as the bytes the kernel's code loads and stores; a pass that reads a
+    piece again while it is in L1 or L2 (a bucket, a chunk) counts once.
+    Not counted: write-allocate reads; tables of at most a few thousand
+    entries (CRC32C, Elias, rANS); per-chunk and per-block scratch (8 bytes
+    of length per chunk, 4 bytes of CRC per 64 KiB); the header's second
+    read. These are the passes of the Serial backend's host paths (the
+    fused fixed-width encoder and quantizer), which the reference run takes;
+    the portable fixed-width encoder and a device quantizer read the input
+    twice (traffic_counts_apply).
+
+    ValueError for a name the table does not hold, and for a coding kernel
+    without bits_per_dim."""
+    n = float(n)
+    kind, _, codec = name.partition("/")
+    if name in ("memcpy/kokkos", "memcpy/std"):
+        return 4 * n, 4 * n
+    buckets = 0.0 if n == 0 else 1.0 if d == 0 else float(math.ceil(n / d))
+    if name == "quantize":
+        return 4 * n, 4 * n + 4 * buckets
+    if name == "checksum/crc32c":
+        return 4 * n, 0.0
+    quantized = codec in QUANTIZED_CODECS
+    if kind not in ("encode", "encode_only", "decode", "decode_accumulate") or \
+            not (quantized or codec in FLOAT_CODECS) or (kind == "encode_only" and not quantized):
+        raise ValueError("kernel_traffic_bytes: no byte count for kernel %r" % name)
+    if bits_per_dim is None:
+        raise ValueError("kernel_traffic_bytes: kernel %r needs the run's bits_per_dim" % name)
+    m = float(bits_per_dim) * n / 8
+    s = 4 * buckets if quantized else 0.0
+    if kind == "decode":  # checksum pass over the message, scale check, decoding pass; output
+        return 2 * m + s, 4 * n
+    if kind == "decode_accumulate":  # the same, and the accumulator read and written
+        return 4 * n + 2 * m + s, 4 * n
+    if codec in FLOAT_CODECS:  # input once, message written, checksum pass
+        return 4 * n + m, m
+    if codec == "fixed":  # encode: the fused path reads the input once; encode_only: the levels once
+        return 4 * n + s + m, (s + m if kind == "encode" else m)
+    # Elias and rANS: quantize() first (encode only), then two passes over
+    # the levels, the rANS chunk units through scratch, the scales copied
+    # into the message, the checksum pass.
+    q_read, q_written = (4 * n, 4 * n + s) if kind == "encode" else (0.0, 0.0)
+    scratch = m - s if codec == "rans" else 0.0
+    return q_read + 8 * n + scratch + s + m, q_written + scratch + m
+
+
+def traffic_counts_apply(context):
+    """Whether kernel_traffic_bytes describes a run with this JSON context:
+    the Serial backend (its host loops) with the fused fixed-width encoder
+    (qsgd_host_simd_fixed not "portable"). A context without these keys (a
+    synthetic document) is taken to be such a run."""
+    return context.get("kokkos_execution_space", "Serial") == "Serial" and \
+        context.get("qsgd_host_simd_fixed", "") != "portable"
+
+
+def traffic_fraction(name, n, row, ceiling_row, d=512):
+    """The traffic fraction of a kernel_medians_by_size row of kernel `name`
+    at size n: the bytes it moves per second, (read + written) of
+    kernel_traffic_bytes over its median time per call (4n / its median
+    bytes_per_second), over the copy's 8n bytes (4n read, 4n written) per
+    its median time, ceiling_row being memcpy/kokkos's row at the same n of
+    the same run. Equal to frac_of_memcpy * (read + written) / 8n. None
+    where the kernel has no byte count (or no bits_per_dim), n is 0, or a
+    median rate is missing."""
+    bps, cbps = row.get("bytes_per_second"), ceiling_row.get("bytes_per_second")
+    if not n or not bps or not cbps:
+        return None
+    try:
+        read, written = kernel_traffic_bytes(name, n, row.get("bits_per_dim"), d)
+    except ValueError:
+        return None
+    kernel_time, copy_time = 4.0 * n / bps, 4.0 * n / cbps
+    return ((read + written) / kernel_time) / (8.0 * n / copy_time)
 
 
 def gbps_spread(row):

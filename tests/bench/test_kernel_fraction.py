@@ -3,7 +3,9 @@
 a kernel's median bytes/s over memcpy/kokkos's median at the same n of the
 same run, whatever counter the benchmark program wrote; absent where the run
 has no ceiling at that n, and never on the ceiling itself; the spread of the
-repetitions from the min and max aggregates."""
+repetitions from the min and max aggregates. The traffic fraction: the bytes
+a kernel reads and writes (qsgd_report.kernel_traffic_bytes, checked against
+counts worked out by hand) per second over the copy's 8n per second."""
 import os
 import sys
 
@@ -71,6 +73,92 @@ single = {"benchmarks": [dict(rep("memcpy/kokkos", 64, 4.0, 0), repetitions=1),
                          dict(rep("quantize", 64, 3.0, 0), repetitions=1)]}
 q = qsgd_report.kernel_medians(single)["quantize"]
 check(abs(q["frac_of_memcpy"] - 0.75) < 1e-12, "one repetition: 3 over 4 GB/s: %r" % q.get("frac_of_memcpy"))
+
+# ---- bytes each kernel moves (kernel_traffic_bytes), worked out by hand ----
+# n = 2^20, d = 512: S = 4 * 2048 = 8192 bytes of scales.
+# encode/fixed at 6.0625 bits/dim (s = 16): M = 6.0625 * 2^20 / 8 = 794624;
+#   reads 4n + S + M = 4194304 + 8192 + 794624 = 4997120 (input once, scales
+#   copied into the message, checksum pass), writes S + M = 802816.
+# decode_accumulate/rans at 4.5 bits/dim: M = 589824; reads
+#   4n + 2M + S = 4194304 + 1179648 + 8192 = 5382144 (accumulator, checksum
+#   and decoding passes over the message, scale check), writes 4n = 4194304.
+N = 1 << 20
+
+
+def near(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+def traffic(name, n=N, bits=None, d=512):
+    try:
+        return qsgd_report.kernel_traffic_bytes(name, n, bits, d)
+    except ValueError as e:
+        return "ValueError: %s" % e
+
+
+for name, bits, want in [("encode/fixed", 6.0625, (4997120, 802816)),
+                         ("decode_accumulate/rans", 4.5, (5382144, 4194304)),
+                         ("memcpy/kokkos", None, (4194304, 4194304)),
+                         ("memcpy/std", None, (4194304, 4194304)),
+                         ("checksum/crc32c", None, (4194304, 0)),
+                         # encode/rans: 12n + P + S + M read, 4n + S + P + M written, P = M - S
+                         ("encode/rans", 4.5, (12 * N + 2 * 589824, 4 * N + 2 * 589824)),
+                         # fp16: no scales; the message is 2n (+ header)
+                         ("decode/fp16", 16.0, (4 * N, 4 * N)),
+                         ("decode_accumulate/fp32", 32.0, (12 * N, 4 * N))]:
+    got = traffic(name, bits=bits)
+    check(isinstance(got, tuple) and near(got[0], want[0]) and near(got[1], want[1]),
+          "%s at n = 2^20, %s bits/dim, d = 512: %r, expected %r" % (name, bits, got, want))
+# Buckets: ceil(n / d); d = 0 is one bucket.
+check(traffic("quantize", n=1000, d=512) == (4000.0, 4008.0), "quantize, n = 1000, d = 512: two buckets: %r"
+      % (traffic("quantize", n=1000, d=512),))
+check(traffic("quantize", n=1000, d=0) == (4000.0, 4004.0), "quantize, d = 0: one bucket: %r"
+      % (traffic("quantize", n=1000, d=0),))
+for bad, bits in [("encode/fixed", None), ("encode_only/fp32", 32.0), ("decode/zstd", 8.0), ("zzz/unlisted", None)]:
+    check(str(traffic(bad, bits=bits)).startswith("ValueError"),
+          "%s (bits %r): no count, ValueError: %r" % (bad, bits, traffic(bad, bits=bits)))
+
+# ---- the traffic fraction on a Google Benchmark document ----
+# The copy at 10 GB/s of input moves 8n bytes per 4n / 10e9 s: 20e9 bytes/s.
+# encode/fixed at 6 GB/s of input: 4997120 + 802816 = 5799936 bytes per
+# 4n / 6e9 s, 8.296875e9 bytes/s: 0.41484375 of the copy's (its fraction
+# 0.6 times 5799936 / 8n). decode_accumulate/rans at 2 GB/s:
+# 0.2 * 9576448 / 8n = 0.2283203125.
+tdoc = {"context": {"qsgd_d": "512", "qsgd_order": "memcpy/kokkos,encode/fixed,decode_accumulate/rans"},
+        "benchmarks": [
+            rep("memcpy/kokkos", N, 9.0, 0), rep("memcpy/kokkos", N, 10.0, 1), rep("memcpy/kokkos", N, 11.0, 2),
+            median("memcpy/kokkos", N, 10.0),
+            median("encode/fixed", N, 6.0, bits_per_dim=6.0625, traffic_frac_of_memcpy=9.9),
+            median("decode_accumulate/rans", N, 2.0, bits_per_dim=4.5),
+            median("decode/fixed", N, 12.0),                       # no bits_per_dim: no count
+            median("quantize", 2 * N, 8.0),                         # no ceiling at 2n
+        ]}
+tby = qsgd_report.kernel_medians_by_size(tdoc)
+enc_t = tby["encode/fixed"][N].get("traffic_frac_of_memcpy")
+check(enc_t is not None and near(enc_t, 0.41484375), "encode/fixed traffic fraction: %r, expected 0.41484375" % enc_t)
+rans_t = tby["decode_accumulate/rans"][N].get("traffic_frac_of_memcpy")
+check(rans_t is not None and near(rans_t, 0.2283203125),
+      "decode_accumulate/rans traffic fraction: %r, expected 0.2283203125" % rans_t)
+check(near(tby["encode/fixed"][N]["frac_of_memcpy"], 0.6), "the fraction of memcpy stays as it was")
+check(tdoc["benchmarks"][4]["traffic_frac_of_memcpy"] == 9.9, "the input document is left as it was")
+check("traffic_frac_of_memcpy" not in tby["decode/fixed"][N], "a coding kernel without bits_per_dim: no traffic")
+check("traffic_frac_of_memcpy" not in tby["quantize"][2 * N], "no ceiling at that n: no traffic")
+check("traffic_frac_of_memcpy" not in tby["memcpy/kokkos"][N], "the ceiling has no traffic fraction of itself")
+# The same from the helper, with the time per call spelled out.
+row, ceil_row = tby["encode/fixed"][N], tby["memcpy/kokkos"][N]
+t_k, t_c = 4.0 * N / row["bytes_per_second"], 4.0 * N / ceil_row["bytes_per_second"]
+check(near(qsgd_report.traffic_fraction("encode/fixed", N, row, ceil_row, 512),
+           ((4997120 + 802816) / t_k) / (8.0 * N / t_c)), "traffic_fraction: bytes per median time over the copy's")
+# The run's d from its context: d = 0 (one bucket) changes S to 4 bytes.
+d0 = qsgd_report.kernel_medians_by_size(dict(tdoc, context={"qsgd_d": "0"}))
+want_d0 = 0.6 * (4 * N + 4 + 2 * 794624 + 4) / (8.0 * N)
+check(near(d0["encode/fixed"][N]["traffic_frac_of_memcpy"], want_d0),
+      "context qsgd_d 0: one scale: %r, expected %r" % (d0["encode/fixed"][N].get("traffic_frac_of_memcpy"), want_d0))
+# The counts are the Serial host paths': none for another backend or the portable fixed-width encoder.
+for ctx in ({"kokkos_execution_space": "Cuda"}, {"kokkos_execution_space": "Serial", "qsgd_host_simd_fixed": "portable"}):
+    other = qsgd_report.kernel_medians_by_size(dict(tdoc, context=ctx))
+    check("traffic_frac_of_memcpy" not in other["encode/fixed"][N] and "frac_of_memcpy" in other["encode/fixed"][N],
+          "context %r: no traffic fraction, the fraction kept" % ctx)
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))
