@@ -312,6 +312,28 @@ def main():
             _, hidden, _ = split(np.array([[0.0]]), np.array([[0.05]]), np.array([[WIRE]]), None)
             check(math.isnan(hidden[0, 0]), "split_in_flight: no link, hidden NaN")
 
+    # --- --reading: the fastest configuration per link and K, and the speedups that differ from a
+    # reference set by more than the runs' step-to-step spreads (0 here: every step alike) ---
+    with tempfile.TemporaryDirectory(prefix="qsgd-summary-reading.") as d:
+        here, ref = os.path.join(d, "here"), os.path.join(d, "ref")
+        for path, q4 in ((here, 0.1), (ref, 0.05)):
+            os.makedirs(path)
+            write_trace(os.path.join(path, "fp32.h5"), config(1, "allreduce", "fp32"), step_time=0.2)
+            write_trace(os.path.join(path, "bf16.h5"), config(1, "allreduce16", "bf16"), step_time=0.15)
+            write_trace(os.path.join(path, "q4.h5"), config(1, "scatter-reduce", "fixed"), step_time=q4)
+        out, _ = run("--reading", ref, here)
+        lines = out.splitlines()
+        check(any(ln.startswith("1gbit, K = 2: fastest 4-bit QSGD, scatter-reduce, 100 ms a step: 2.00x the fp32 "
+                                "ring, 1.50x bf16") for ln in lines),
+              "--reading: the fastest configuration and its ratios (got %s)" % lines[-3:])
+        far = [ln for ln in lines if ln.startswith("speedups outside")]
+        check(len(far) == 1 and "4-bit QSGD, scatter-reduce 2.00x (reference 4.00x" in far[0]
+              and "bf16" not in far[0].split(":", 1)[1],
+              "--reading: only the 4-bit row differs from the reference (got %s)" % far)
+        out, _ = run("--reading", "-", here)
+        check(not any(ln.startswith("speedups outside") or ln.startswith("every speedup") for ln in out.splitlines()),
+              "--reading -: no comparison without a reference")
+
     if FAILURES:
         print("test_qsgd_summary: %d check(s) failed against %s" % (len(FAILURES), SUMMARY))
         return 1
