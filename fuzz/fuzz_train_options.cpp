@@ -90,6 +90,7 @@ const char* const takes_value[] = {"--model",
                                    "--momentum",
                                    "--weight-decay",
                                    "--warmup",
+                                   "--lr-warmup",
                                    "--lr-decay",
                                    "--seed",
                                    "--strategy",
@@ -103,6 +104,7 @@ const char* const takes_value[] = {"--model",
                                    "--layer-filter",
                                    "--transport",
                                    "--segment-kb",
+                                   "--segment",
                                    "--window",
                                    "--progress",
                                    "--poll-us",
@@ -132,7 +134,10 @@ int check_integers(const std::vector<std::string>& args, const Options& o) {
     bool s_from_bits = false;
     for (std::size_t i = 1; i + 1 < args.size(); ++i) {
       if (!has_value(args[i])) continue;
-      if (args[i] == f.option) given = &args[i + 1], s_from_bits = false;
+      if (args[i] == f.option || (std::strcmp(f.option, "--warmup") == 0 && args[i] == "--lr-warmup"))
+        given = &args[i + 1], s_from_bits = false;
+      // --segment SIZE sets segment_kb in another unit (bytes with K, M, G): not this check's.
+      if (std::strcmp(f.option, "--segment-kb") == 0 && args[i] == "--segment") given = nullptr;
       if (std::strcmp(f.option, "--s") == 0 && (args[i] == "--bits" || args[i] == "--wire-bits")) s_from_bits = true;
       ++i;
     }

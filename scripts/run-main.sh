@@ -17,5 +17,5 @@ cd "$root"
 scripts/install-deps.sh --python --torch
 cmake --preset release >/dev/null
 cmake --build --preset release --target qsgd-train qsgd-peer-inputs -j "$(nproc 2>/dev/null || echo 2)"
-exec benchmarks/scaling/qsgd-sweep --widths 784,2048,2048,10 --steps 16 --configs fp32,bf16,4bit \
+exec benchmarks/scaling/qsgd-sweep --mlp-widths 784,2048,2048,10 --max-steps 16 --configs fp32,bf16,4bit \
   --eval-limit 2000 --link local,1gbit --peers ddp "$@"

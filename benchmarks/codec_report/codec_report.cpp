@@ -13,7 +13,7 @@
 //   var blow-up = ||Q(v) - v||^2 / ||v||^2, Q(v) decoded from the message
 //   bound       = min(d/s^2, sqrt(d)/s), d = bucket size in effect
 //   ratio       = 32 / bits/dim
-// Usage: qsgd-codec-report [--json] [--n N] [--inputs a,b] [--draws K] [--out FILE]
+// Usage: qsgd-codec-report [--json] [--n N] [--inputs a,b] [--draws K] [-o|--out FILE]
 
 
 #include <Kokkos_Core.hpp>
@@ -65,15 +65,15 @@ void print_usage(std::FILE* out) {
       "Usage: %s [options] [--kokkos-...]\n"
       "Bits per dimension, entropy floor, Elias overhead and variance blow-up of\n"
       "every codec on deterministic inputs.\n\n"
-      "  --json          print a JSON document instead of the table\n"
-      "  --n N           input size (default 1048576 = 2^20; at least 16)\n"
+      "  --json          JSON instead of the table (the format switch; default: the table)\n"
+      "  --n N           coordinates per input, a plain count (default 1048576 = 2^20; at least 16)\n"
       "  --inputs LIST   comma-separated subset of:",
       program);
   for (auto k : qsgd::bench::all_inputs()) std::fprintf(out, " %s", qsgd::bench::to_string(k).c_str());
   std::fprintf(out,
       "\n                  (default: all)\n"
       "  --draws K       random draws per row for the means (default 8)\n"
-      "  --out FILE      write to FILE instead of stdout\n"
+      "  -o, --out FILE  write to FILE instead of stdout (default: stdout)\n"
       "  --help          this text\n");
 }
 
@@ -100,7 +100,7 @@ void parse_options(int argc, char** argv, Options& o) {
     else if (a == "--n") o.n = parse_count(a, value(), 16, std::uint64_t(1) << 31);
     else if (a == "--inputs") o.inputs = parse_inputs(value());
     else if (a == "--draws") o.draws = static_cast<int>(parse_count(a, value(), 1, 10000));
-    else if (a == "--out") o.out = value();
+    else if (a == "-o" || a == "--out") o.out = value();
     else throw UsageError("unknown option '" + a + "' (try --help)");
   }
 }

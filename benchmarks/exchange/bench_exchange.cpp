@@ -34,8 +34,8 @@
 //
 // Usage: mpirun -np K qsgd-bench-exchange [-b 4M] [-e 64M] [-f 4] [-w 3] [-n 10]
 //          [--strategies allreduce,allreduce16,allgather,param-server,scatter-reduce,shared-scale]
-//          [--codecs fixed,elias-dense] [--levels 16] [--bucket 512] [--norm max]
-//          [--half bf16] [--input gaussian] [--seed 1] [-o FILE.json] [--no-check]
+//          [--codecs fixed,elias-dense] [--s 16] [--d 512] [--norm max]
+//          [--half bf16] [--input gaussian] [--seed 1] [-o|--out FILE.json] [--no-check]
 //          [--transports ring,library] [--segment 4M] [--window 8]
 
 #include <mpi.h>
@@ -100,8 +100,9 @@ struct Options {
 void print_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: mpirun -np K qsgd-bench-exchange [options]\n"
-               "  -b, --minbytes B     smallest gradient in fp32 bytes (suffix K, M, G; default 4M)\n"
-               "  -e, --maxbytes B     largest (default 64M)\n"
+               "Sizes (-b, -e, --segment): bytes, with an optional suffix K, M or G = 2^10, 2^20, 2^30 bytes.\n"
+               "  -b, --minbytes SIZE  smallest gradient in fp32 bytes (default 4M)\n"
+               "  -e, --maxbytes SIZE  largest (default 64M)\n"
                "  -f, --stepfactor F   size multiplier (default 4)\n"
                "  -w, --warmup N       untimed iterations per row (default 3)\n"
                "  -n, --iters N        timed iterations per row (default 10)\n"
@@ -110,8 +111,10 @@ void print_usage(std::FILE* out) {
                "  --powersgd-ranks L   ranks r of the powersgd rows (default 4)\n"
                "  --matrix-cols C      powersgd: the gradient as matrices of C columns (default 1024)\n"
                "  --codecs LIST        codecs of the compressed strategies (default fixed,elias-dense)\n"
-               "  --levels S           quantization levels s (default 16: the paper's 4-bit)\n"
-               "  --bucket D           bucket size d (default 512)\n"
+               "  --s S                quantization levels s (default 16: the paper's 4-bit)\n"
+               "  --d D                bucket size d in coordinates (default 512; 0 = one bucket)\n"
+               "  --levels S           alias of --s\n"
+               "  --bucket D           alias of --d\n"
                "  --norm max|l2        bucket scaling (default max)\n"
                "  --half bf16|fp16     format of allreduce16 (default bf16)\n"
                "  --input NAME         gaussian, student-t3, sparse90, layered (default gaussian)\n"
@@ -119,11 +122,12 @@ void print_usage(std::FILE* out) {
                "  --common C           rank r's gradient is sqrt(1-C) x_r + sqrt(C) x_c, x_c drawn from\n"
                "                       seed + K and shared by every rank (0 <= C <= 1; default 0:\n"
                "                       independent ranks)\n"
-               "  -o, --json FILE      write the results as JSON\n"
-               "  --no-check           skip the identical-bits and error check\n"
+               "  -o, --out FILE       write the results as JSON to FILE (default: none, the table only)\n"
+               "  --json FILE          alias of --out\n"
+               "  --no-check           skip the identical-bits and error check (default: checked)\n"
                "  --transports LIST    ring,library (default both: every strategy with a ring\n"
                "                       schedule runs once per transport)\n"
-               "  --segment B          ring pipeline segment (default 4M)\n"
+               "  --segment SIZE       ring pipeline segment (default 4M)\n"
                "  --window N           ring receives in flight (default 8)\n");
 }
 
@@ -157,9 +161,9 @@ Options parse_options(int argc, char** argv) {
     } else if (a == "--codecs") {
       o.codecs.clear();
       for (const auto& s : split_list(value())) o.codecs.push_back(qsgd::parse_codec(s));
-    } else if (a == "--levels")
+    } else if (a == "--s" || a == "--levels")
       o.s = static_cast<std::uint32_t>(parse_count(a, value(), 1, qsgd::max_levels));
-    else if (a == "--bucket")
+    else if (a == "--d" || a == "--bucket")
       o.d = static_cast<std::uint32_t>(parse_count(a, value(), 0, 0xFFFFFFFFull));
     else if (a == "--norm")
       o.norm = qsgd::parse_norm(value());
@@ -173,7 +177,7 @@ Options parse_options(int argc, char** argv) {
       o.seed = parse_count(a, value(), 0, ~std::uint64_t(0));
     else if (a == "--common")
       o.common = qsgd::bench::parse_real(a, value(), 0.0, 1.0);
-    else if (a == "-o" || a == "--json")
+    else if (a == "-o" || a == "--out" || a == "--json")
       o.json = value();
     else if (a == "--no-check")
       o.check = false;

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Compares one MLP training step of qsgd::models with PyTorch's on one core.
 #
-#   benchmarks/models/compare_mlp_step.sh [BENCH_BINARY] [extra args for both]
+#   benchmarks/models/compare_mlp_step.sh [BENCH_BINARY] [options for both]
+#   benchmarks/models/compare_mlp_step.sh -h|--help
 #
 # BENCH_BINARY defaults to build/release/benchmarks/models/qsgd-bench-mlp-step
 # (cmake --preset release && cmake --build --preset release). Both programs
 # run pinned to core $QSGD_BENCH_CORE (default 0) with one BLAS/OpenMP thread
-# and the same model, batch and optimizer; the extra arguments (--widths,
-# --batch, --steps, --warmup, --lr, --momentum, --weight-decay) go to both.
+# and the same model, batch and optimizer; the options go to both:
+#   --mlp-widths LIST (784,4096,4096,10)  --batch N (128)  -w, --warmup N (3)
+#   -n, --iters N timed steps (20)  --lr X (0.01)  --momentum X (0.9)
+#   --weight-decay X (0)  --seed N (1)
+#   (aliases: --widths for --mlp-widths, --steps for --iters; the script
+#   names the JSON files itself: no --out)
 # The pair runs $QSGD_BENCH_REPEAT times (default 3), alternating, so that a
 # change in machine load hits both sides alike. Prints each run's medians
 # and ratio = qsgd median / torch median (< 1: qsgd faster), then the median
@@ -17,8 +22,19 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-bin="${1:-$root/build/release/benchmarks/models/qsgd-bench-mlp-step}"
-[ $# -gt 0 ] && shift
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
+bin="$root/build/release/benchmarks/models/qsgd-bench-mlp-step"
+if [ $# -gt 0 ] && [[ "$1" != -* ]]; then bin="$1"; shift; fi
+# torch_mlp_step.py takes the old spellings: the same options, renamed for it.
+targs=()
+for a in "$@"; do
+  case "$a" in
+    --mlp-widths) targs+=(--widths) ;;
+    -n|--iters) targs+=(--steps) ;;
+    -w) targs+=(--warmup) ;;
+    *) targs+=("$a") ;;
+  esac
+done
 core="${QSGD_BENCH_CORE:-0}"
 out="${QSGD_BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$out"
@@ -36,8 +52,9 @@ repeat="${QSGD_BENCH_REPEAT:-3}"
 
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 for r in $(seq 1 "$repeat"); do
-  taskset -c "$core" "$bin" --json "$out/qsgd.$r.json" "$@"
-  taskset -c "$core" /usr/bin/python3 "$here/torch_mlp_step.py" --threads 1 --json "$out/torch.$r.json" "$@"
+  taskset -c "$core" "$bin" --out "$out/qsgd.$r.json" "$@"
+  taskset -c "$core" /usr/bin/python3 "$here/torch_mlp_step.py" --threads 1 --json "$out/torch.$r.json" \
+    ${targs[@]+"${targs[@]}"}
 done
 
 /usr/bin/python3 - "$out" "$repeat" <<'PY'

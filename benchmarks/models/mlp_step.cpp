@@ -6,7 +6,7 @@
 // timed; each timed step ends with Kokkos::fence(). Reports the median, min
 // and p99 of the step time and of each phase, keeps the raw samples, and
 // checks that no workspace was allocated during the timed steps. One JSON
-// object on stdout, or in the file given by --json.
+// object on stdout, or in the file given by -o/--out (alias --json).
 //
 // The PyTorch yardstick is torch_mlp_step.py; compare_mlp_step.sh runs both
 // pinned to one core with OPENBLAS_NUM_THREADS=1.
@@ -87,8 +87,19 @@ constexpr const char* program = "qsgd-bench-mlp-step";
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: %s [--widths 784,4096,4096,10] [--batch 128] [--warmup 3] [--steps 20]\n"
-               "       [--lr 0.01] [--momentum 0.9] [--weight-decay 0] [--seed 1] [--json FILE|-]\n",
+               "usage: %s [options]\n"
+               "  --mlp-widths LIST   MLP widths (default 784,4096,4096,10)\n"
+               "  --batch N           batch (default 128)\n"
+               "  -w, --warmup N      untimed steps (default 3)\n"
+               "  -n, --iters N       timed steps (default 20)\n"
+               "  --lr X              learning rate (default 0.01)\n"
+               "  --momentum X        (default 0.9)\n"
+               "  --weight-decay X    (default 0)\n"
+               "  --seed N            weights and batch (default 1)\n"
+               "  -o, --out FILE|-    the JSON document's file; - = stdout (default -)\n"
+               "  --widths LIST       alias of --mlp-widths\n"
+               "  --steps N           alias of --iters\n"
+               "  --json FILE|-       alias of --out\n",
                program);
 }
 
@@ -103,14 +114,14 @@ Options parse_options(int argc, char** argv) {
       if (i + 1 >= argc) throw qsgd::bench::UsageError(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--widths") {
+    if (a == "--mlp-widths" || a == "--widths") {
       const auto w = qsgd::bench::parse_count_list(a, val(), 2, 1, 1u << 24);
       o.widths.assign(w.begin(), w.end());
     } else if (a == "--batch") {
       o.batch = static_cast<std::size_t>(parse_count(a, val(), 1, 1u << 24));
-    } else if (a == "--warmup") {
+    } else if (a == "-w" || a == "--warmup") {
       o.warmup = static_cast<int>(parse_count(a, val(), 0, 1000000));
-    } else if (a == "--steps") {
+    } else if (a == "-n" || a == "--iters" || a == "--steps") {
       o.steps = static_cast<int>(parse_count(a, val(), 1, 1000000));
     } else if (a == "--lr") {
       o.lr = parse_real(a, val(), 0.0, 1e6);
@@ -120,7 +131,7 @@ Options parse_options(int argc, char** argv) {
       o.weight_decay = parse_real(a, val(), 0.0, 1e6);
     } else if (a == "--seed") {
       o.seed = parse_count(a, val(), 0, ~std::uint64_t(0));
-    } else if (a == "--json") {
+    } else if (a == "-o" || a == "--out" || a == "--json") {
       o.json = val();
     } else {
       throw qsgd::bench::UsageError("unknown option '" + a + "' (try --help)");

@@ -169,125 +169,122 @@ def parse_table(text):
     return head, rows
 
 
-def main():
-    if not os.path.isfile(SUMMARY):
-        sys.exit("test_qsgd_summary: FAIL: no %s" % SUMMARY)
-    with tempfile.TemporaryDirectory(prefix="qsgd-summary-test.") as d:
-        build(d)
-        out, err = run("--json", "--target", "0.85", d)
-        try:
-            doc = json.loads(out)
-        except ValueError as e:
-            print("test_qsgd_summary: FAIL: qsgd-summary --json wrote no JSON (%s); %d check(s) failed"
-                  % (e, len(FAILURES)))
-            return 1
-        runs = {os.path.basename(r["file"])[:-3]: r for r in doc["runs"]}
-        check(len(runs) == 10, "10 runs in the JSON (got %d)" % len(runs))
-        g = lambda name, k: runs[name].get(k)  # noqa: E731
+def check_speedups(g):
+    # --- speedups pair each run with its own seed's baselines ---
+    want = {  # name: (speedup, x bf16, tta x, tta x bf16)
+        "fp32-s1": (1.0, 0.6, 1.0, 0.5), "fp32-s2": (1.0, 0.625, 1.0, 50 / 70),
+        "bf16-s1": (100 / 60, 1.0, 2.0, 1.0), "bf16-s2": (1.6, 1.0, 1.4, 1.0),
+        "q4-s1": (2.5, 1.5, 3.0, 1.5), "q4-s2": (2.0, 1.25, 2.0, 50 / 35),
+        "ddp-s2": (0.5, 50 / 160, 0.5, 50 / 140),
+    }
+    for name, (sp, spb, tt, ttb) in want.items():
+        for key, v in (("speedup", sp), ("speedup_bf16", spb), ("tta_speedup", tt), ("tta_speedup_bf16", ttb)):
+            check(close(g(name, key), v), "%s: %s = %.4f against its own seed's baseline (got %s)"
+                  % (name, key, v, g(name, key)))
+    # The old pairing (the first fp32 row for every seed) gives seed 2's 4-bit 100 / 40 = 2.5.
+    check(not close(g("q4-s2", "speedup"), 2.5), "q4-s2: speedup is not against seed 1's fp32 (100/40 = 2.5)")
+    for key in ("speedup", "speedup_bf16", "tta_speedup", "tta_speedup_bf16"):
+        check(g("q4-s3", key) is None, "q4-s3: no baseline of its seed: %s is null (got %s)"
+              % (key, g("q4-s3", key)))
+    # slow-s4 is its own fp32 baseline; seed 4 has no bf16 run.
+    check(close(g("slow-s4", "speedup"), 1.0) and g("slow-s4", "speedup_bf16") is None,
+          "slow-s4: speedup 1.0 against itself, none against bf16 (got %s, %s)"
+          % (g("slow-s4", "speedup"), g("slow-s4", "speedup_bf16")))
+    check(g("q4-s2", "baseline") and g("q4-s2", "baseline").endswith("fp32-s2.h5"),
+          "q4-s2: baseline is fp32-s2.h5 (got %s)" % g("q4-s2", "baseline"))
 
-        # --- speedups pair each run with its own seed's baselines ---
-        want = {  # name: (speedup, x bf16, tta x, tta x bf16)
-            "fp32-s1": (1.0, 0.6, 1.0, 0.5), "fp32-s2": (1.0, 0.625, 1.0, 50 / 70),
-            "bf16-s1": (100 / 60, 1.0, 2.0, 1.0), "bf16-s2": (1.6, 1.0, 1.4, 1.0),
-            "q4-s1": (2.5, 1.5, 3.0, 1.5), "q4-s2": (2.0, 1.25, 2.0, 50 / 35),
-            "ddp-s2": (0.5, 50 / 160, 0.5, 50 / 140),
-        }
-        for name, (sp, spb, tt, ttb) in want.items():
-            for key, v in (("speedup", sp), ("speedup_bf16", spb), ("tta_speedup", tt), ("tta_speedup_bf16", ttb)):
-                check(close(g(name, key), v), "%s: %s = %.4f against its own seed's baseline (got %s)"
-                      % (name, key, v, g(name, key)))
-        # The old pairing (the first fp32 row for every seed) gives seed 2's 4-bit 100 / 40 = 2.5.
-        check(not close(g("q4-s2", "speedup"), 2.5), "q4-s2: speedup is not against seed 1's fp32 (100/40 = 2.5)")
-        for key in ("speedup", "speedup_bf16", "tta_speedup", "tta_speedup_bf16"):
-            check(g("q4-s3", key) is None, "q4-s3: no baseline of its seed: %s is null (got %s)"
-                  % (key, g("q4-s3", key)))
-        # slow-s4 is its own fp32 baseline; seed 4 has no bf16 run.
-        check(close(g("slow-s4", "speedup"), 1.0) and g("slow-s4", "speedup_bf16") is None,
-              "slow-s4: speedup 1.0 against itself, none against bf16 (got %s, %s)"
-              % (g("slow-s4", "speedup"), g("slow-s4", "speedup_bf16")))
-        check(g("q4-s2", "baseline") and g("q4-s2", "baseline").endswith("fp32-s2.h5"),
-              "q4-s2: baseline is fp32-s2.h5 (got %s)" % g("q4-s2", "baseline"))
 
-        # --- per configuration: ratios per seed, then median and min-max ---
-        configs = doc.get("configs") or []
-        q4 = [c for c in configs if c["strategy"] == "scatter-reduce" and c["runs"] == 3]
-        check(len(q4) == 1, "one scatter-reduce configuration of 3 runs in configs (got %d)" % len(q4))
-        if q4:
-            c = q4[0]
-            check(close(c["speedup"], 2.25) and close(c["speedup_min"], 2.0) and close(c["speedup_max"], 2.5)
-                  and c["speedup_n"] == 2,
-                  "scatter-reduce: speedup median 2.25 [2.0-2.5] over the 2 seeds with a baseline "
-                  "(got %s [%s-%s] n=%s)"
-                  % (c["speedup"], c["speedup_min"], c["speedup_max"], c["speedup_n"]))
-            check(close(c["tta_speedup"], 2.5) and close(c["tta_speedup_min"], 2.0)
-                  and close(c["tta_speedup_max"], 3.0),
-                  "scatter-reduce: tta x median 2.5 [2.0-3.0] (got %s [%s-%s])"
-                  % (c["tta_speedup"], c["tta_speedup_min"], c["tta_speedup_max"]))
-            check(close(c["tta_speedup_bf16"], (1.5 + 50 / 35) / 2), "scatter-reduce: tta x bf16 median of 1.5 and "
-                  "50/35 (got %s)" % c["tta_speedup_bf16"])
 
-        # --- in flight, hidden, other ---
-        # q4: per step, rank 0 in flight 0.05, hidden min(0.05, 0.01 - 0.002) = 0.008; rank 1 0.004 and 0.004.
-        for name in ("q4-s1", "q4-s2"):
-            check(close(g(name, "in_flight_fraction"), (0.05 + 0.004) / 0.2),
-                  "%s: in-flight fraction 0.27 = the trace's comm_hidden (got %s)"
-                  % (name, g(name, "in_flight_fraction")))
-            check(close(g(name, "hidden_fraction"), (0.008 + 0.004) / 0.2),
-                  "%s: hidden fraction 0.06, clamped to link time - exposed on rank 0 (got %s)"
-                  % (name, g(name, "hidden_fraction")))
-            check(close(g(name, "other_in_flight_fraction"), 0.042 / 0.2),
-                  "%s: other in flight 0.21 = in flight - hidden (got %s)"
-                  % (name, g(name, "other_in_flight_fraction")))
-            check(close(g(name, "hidden"), (0.008 + 0.004) / 2) and close(g(name, "link_time"), 0.01),
-                  "%s: hidden 0.006 s and link time 0.01 s per step (mean over ranks) (got %s, %s)"
-                  % (name, g(name, "hidden"), g(name, "link_time")))
-        check(g("local-s1", "hidden_fraction") is None and g("local-s1", "other_in_flight_fraction") is None,
-              "local-s1: no link: hidden and other are n/a (got %s, %s)"
-              % (g("local-s1", "hidden_fraction"), g("local-s1", "other_in_flight_fraction")))
-        check(close(g("local-s1", "in_flight_fraction"), 0.3),
-              "local-s1: in flight still reported (got %s)" % g("local-s1", "in_flight_fraction"))
-        check(g("ddp-s2", "hidden_fraction") is None and g("ddp-s2", "comm_estimated") is True,
-              "ddp-s2: hidden n/a, exposed an estimate (got %s, %s)"
-              % (g("ddp-s2", "hidden_fraction"), g("ddp-s2", "comm_estimated")))
+def check_configs(doc):
+    # --- per configuration: ratios per seed, then median and min-max ---
+    configs = doc.get("configs") or []
+    q4 = [c for c in configs if c["strategy"] == "scatter-reduce" and c["runs"] == 3]
+    check(len(q4) == 1, "one scatter-reduce configuration of 3 runs in configs (got %d)" % len(q4))
+    if q4:
+        c = q4[0]
+        check(close(c["speedup"], 2.25) and close(c["speedup_min"], 2.0) and close(c["speedup_max"], 2.5)
+              and c["speedup_n"] == 2,
+              "scatter-reduce: speedup median 2.25 [2.0-2.5] over the 2 seeds with a baseline "
+              "(got %s [%s-%s] n=%s)"
+              % (c["speedup"], c["speedup_min"], c["speedup_max"], c["speedup_n"]))
+        check(close(c["tta_speedup"], 2.5) and close(c["tta_speedup_min"], 2.0)
+              and close(c["tta_speedup_max"], 3.0),
+              "scatter-reduce: tta x median 2.5 [2.0-3.0] (got %s [%s-%s])"
+              % (c["tta_speedup"], c["tta_speedup_min"], c["tta_speedup_max"]))
+        check(close(c["tta_speedup_bf16"], (1.5 + 50 / 35) / 2), "scatter-reduce: tta x bf16 median of 1.5 and "
+              "50/35 (got %s)" % c["tta_speedup_bf16"])
 
-        # --- the link bound: (exposed + hidden) of the slowest rank <= 1.05 x link time ---
-        check(close(g("q4-s1", "link_bound"), 1.0) and g("q4-s1", "link_bound_violated") is False,
-              "q4-s1: link bound 1.0 (0.002 + 0.008 of 0.01 s), passes (got %s, %s)"
-              % (g("q4-s1", "link_bound"), g("q4-s1", "link_bound_violated")))
-        check(close(g("slow-s4", "link_bound"), 2.0) and g("slow-s4", "link_bound_violated") is True,
-              "slow-s4: link bound 2.0 (exposed 0.02 s of 0.01 s), fails (got %s, %s)"
-              % (g("slow-s4", "link_bound"), g("slow-s4", "link_bound_violated")))
-        warns = [ln for ln in err.splitlines() if "warning" in ln]
-        check(len(warns) == 1 and "slow-s4.h5" in warns[0],
-              "one warning, naming slow-s4.h5 (got %s)" % warns)
-        check(g("local-s1", "link_bound_violated") is None and g("ddp-s2", "link_bound_violated") is None,
-              "no link bound check without a link nor for DDP")
 
-        # --- the text table ---
-        out, err = run("--target", "0.85", d)
-        head, rows = parse_table(out)
-        for h in ("model", "K", "space", "link", "strategy", "codec", "comm", "hidden", "other", "in-flight",
-                  "epoch s", "speedup", "x bf16", "scal.eff", "accuracy", "t(85%) s", "tta x", "tta x bf16"):
-            check(h in head, "text table has column '%s' (columns: %s)" % (h, head))
-        check(len(rows) == 10, "text table has 10 rows (got %d)" % len(rows))
-        by_epoch = {}
-        for r in rows:
-            by_epoch.setdefault((r.get("strategy"), r.get("epoch s")), []).append(r)
-        q4s2 = by_epoch.get(("scatter-reduce", "40.00"), [])
-        # Rows of the three 4-bit runs (seeds 1, 2, 3, in that order): 2.50, 2.00, '-'.
-        check([r.get("speedup") for r in q4s2] == ["2.50", "2.00", "-"],
-              "text: 4-bit speedups 2.50, 2.00, - for seeds 1, 2, 3 (got %s)" % [r.get("speedup") for r in q4s2])
-        check([r.get("tta x") for r in q4s2] == ["3.00", "2.00", "-"],
-              "text: 4-bit tta x 3.00, 2.00, - (got %s)" % [r.get("tta x") for r in q4s2])
-        ddp = [r for r in rows if r.get("strategy") == "ddp"]
-        check(len(ddp) == 1 and ddp[0].get("comm", "").endswith("~") and ddp[0].get("hidden") == "-",
-              "text: the DDP row's comm marked '~' (an estimate), hidden '-' (got %s)" % ddp)
-        local = [r for r in rows if r.get("link") == "local"]
-        check(len(local) == 1 and local[0].get("hidden") == "-" and local[0].get("in-flight") == "0.30",
-              "text: the local row's hidden '-', in-flight 0.30 (got %s)" % local)
-        check("per configuration" in out, "text: a per-configuration table where seeds repeat")
-        check(any("slow-s4.h5" in ln for ln in err.splitlines()), "text mode warns about slow-s4.h5 too")
 
+def check_in_flight(g, err):
+    # --- in flight, hidden, other ---
+    # q4: per step, rank 0 in flight 0.05, hidden min(0.05, 0.01 - 0.002) = 0.008; rank 1 0.004 and 0.004.
+    for name in ("q4-s1", "q4-s2"):
+        check(close(g(name, "in_flight_fraction"), (0.05 + 0.004) / 0.2),
+              "%s: in-flight fraction 0.27 = the trace's comm_hidden (got %s)"
+              % (name, g(name, "in_flight_fraction")))
+        check(close(g(name, "hidden_fraction"), (0.008 + 0.004) / 0.2),
+              "%s: hidden fraction 0.06, clamped to link time - exposed on rank 0 (got %s)"
+              % (name, g(name, "hidden_fraction")))
+        check(close(g(name, "other_in_flight_fraction"), 0.042 / 0.2),
+              "%s: other in flight 0.21 = in flight - hidden (got %s)"
+              % (name, g(name, "other_in_flight_fraction")))
+        check(close(g(name, "hidden"), (0.008 + 0.004) / 2) and close(g(name, "link_time"), 0.01),
+              "%s: hidden 0.006 s and link time 0.01 s per step (mean over ranks) (got %s, %s)"
+              % (name, g(name, "hidden"), g(name, "link_time")))
+    check(g("local-s1", "hidden_fraction") is None and g("local-s1", "other_in_flight_fraction") is None,
+          "local-s1: no link: hidden and other are n/a (got %s, %s)"
+          % (g("local-s1", "hidden_fraction"), g("local-s1", "other_in_flight_fraction")))
+    check(close(g("local-s1", "in_flight_fraction"), 0.3),
+          "local-s1: in flight still reported (got %s)" % g("local-s1", "in_flight_fraction"))
+    check(g("ddp-s2", "hidden_fraction") is None and g("ddp-s2", "comm_estimated") is True,
+          "ddp-s2: hidden n/a, exposed an estimate (got %s, %s)"
+          % (g("ddp-s2", "hidden_fraction"), g("ddp-s2", "comm_estimated")))
+
+    # --- the link bound: (exposed + hidden) of the slowest rank <= 1.05 x link time ---
+    check(close(g("q4-s1", "link_bound"), 1.0) and g("q4-s1", "link_bound_violated") is False,
+          "q4-s1: link bound 1.0 (0.002 + 0.008 of 0.01 s), passes (got %s, %s)"
+          % (g("q4-s1", "link_bound"), g("q4-s1", "link_bound_violated")))
+    check(close(g("slow-s4", "link_bound"), 2.0) and g("slow-s4", "link_bound_violated") is True,
+          "slow-s4: link bound 2.0 (exposed 0.02 s of 0.01 s), fails (got %s, %s)"
+          % (g("slow-s4", "link_bound"), g("slow-s4", "link_bound_violated")))
+    warns = [ln for ln in err.splitlines() if "warning" in ln]
+    check(len(warns) == 1 and "slow-s4.h5" in warns[0],
+          "one warning, naming slow-s4.h5 (got %s)" % warns)
+    check(g("local-s1", "link_bound_violated") is None and g("ddp-s2", "link_bound_violated") is None,
+          "no link bound check without a link nor for DDP")
+
+
+
+def check_text(d):
+    # --- the text table ---
+    out, err = run("--target", "0.85", d)
+    head, rows = parse_table(out)
+    for h in ("model", "K", "space", "link", "strategy", "codec", "comm", "hidden", "other", "in-flight",
+              "epoch s", "speedup", "x bf16", "scal.eff", "accuracy", "t(85%) s", "tta x", "tta x bf16"):
+        check(h in head, "text table has column '%s' (columns: %s)" % (h, head))
+    check(len(rows) == 10, "text table has 10 rows (got %d)" % len(rows))
+    by_epoch = {}
+    for r in rows:
+        by_epoch.setdefault((r.get("strategy"), r.get("epoch s")), []).append(r)
+    q4s2 = by_epoch.get(("scatter-reduce", "40.00"), [])
+    # Rows of the three 4-bit runs (seeds 1, 2, 3, in that order): 2.50, 2.00, '-'.
+    check([r.get("speedup") for r in q4s2] == ["2.50", "2.00", "-"],
+          "text: 4-bit speedups 2.50, 2.00, - for seeds 1, 2, 3 (got %s)" % [r.get("speedup") for r in q4s2])
+    check([r.get("tta x") for r in q4s2] == ["3.00", "2.00", "-"],
+          "text: 4-bit tta x 3.00, 2.00, - (got %s)" % [r.get("tta x") for r in q4s2])
+    ddp = [r for r in rows if r.get("strategy") == "ddp"]
+    check(len(ddp) == 1 and ddp[0].get("comm", "").endswith("~") and ddp[0].get("hidden") == "-",
+          "text: the DDP row's comm marked '~' (an estimate), hidden '-' (got %s)" % ddp)
+    local = [r for r in rows if r.get("link") == "local"]
+    check(len(local) == 1 and local[0].get("hidden") == "-" and local[0].get("in-flight") == "0.30",
+          "text: the local row's hidden '-', in-flight 0.30 (got %s)" % local)
+    check("per configuration" in out, "text: a per-configuration table where seeds repeat")
+    check(any("slow-s4.h5" in ln for ln in err.splitlines()), "text mode warns about slow-s4.h5 too")
+
+
+
+def check_functions():
     # --- functions, loaded as other tools load them ---
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks", "common"))
     try:
@@ -312,6 +309,9 @@ def main():
             _, hidden, _ = split(np.array([[0.0]]), np.array([[0.05]]), np.array([[WIRE]]), None)
             check(math.isnan(hidden[0, 0]), "split_in_flight: no link, hidden NaN")
 
+
+
+def check_reading():
     # --- --reading: the fastest configuration per link and K, and the speedups that differ from a
     # reference set by more than the runs' step-to-step spreads (0 here: every step alike) ---
     with tempfile.TemporaryDirectory(prefix="qsgd-summary-reading.") as d:
@@ -333,6 +333,31 @@ def main():
         out, _ = run("--reading", "-", here)
         check(not any(ln.startswith("speedups outside") or ln.startswith("every speedup") for ln in out.splitlines()),
               "--reading -: no comparison without a reference")
+
+
+
+def main():
+    if not os.path.isfile(SUMMARY):
+        sys.exit("test_qsgd_summary: FAIL: no %s" % SUMMARY)
+    with tempfile.TemporaryDirectory(prefix="qsgd-summary-test.") as d:
+        build(d)
+        out, err = run("--json", "--target", "0.85", d)
+        try:
+            doc = json.loads(out)
+        except ValueError as e:
+            print("test_qsgd_summary: FAIL: qsgd-summary --json wrote no JSON (%s); %d check(s) failed"
+                  % (e, len(FAILURES)))
+            return 1
+        runs = {os.path.basename(r["file"])[:-3]: r for r in doc["runs"]}
+        check(len(runs) == 10, "10 runs in the JSON (got %d)" % len(runs))
+        g = lambda name, k: runs[name].get(k)  # noqa: E731
+
+        check_speedups(g)
+        check_configs(doc)
+        check_in_flight(g, err)
+        check_text(d)
+    check_functions()
+    check_reading()
 
     if FAILURES:
         print("test_qsgd_summary: %d check(s) failed against %s" % (len(FAILURES), SUMMARY))

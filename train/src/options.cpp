@@ -13,6 +13,7 @@
 namespace qsgd::train {
 namespace {
 
+using support::parse_bytes;
 using support::parse_count;
 using support::parse_real;
 
@@ -21,6 +22,15 @@ using support::parse_real;
 // An option stored in 32 bits: a larger value is refused, not truncated.
 std::uint32_t to_uint32(const std::string& opt, const std::string& v) {
   return static_cast<std::uint32_t>(parse_count(opt, v, 0, std::numeric_limits<std::uint32_t>::max()));
+}
+
+// --segment SIZE: bytes with a K, M or G suffix (as qsgd-bench-exchange's),
+// kept in KiB: the trace records segment_kb, so a size that is not a whole
+// number of KiB is refused rather than rounded.
+std::size_t parse_segment(const std::string& opt, const std::string& v) {
+  const std::uint64_t bytes = parse_bytes(opt, v, 1u << 10, std::numeric_limits<std::uint64_t>::max());
+  if (bytes % 1024 != 0) bad(opt + " needs a whole number of KiB (a multiple of 1K), got '" + v + "'");
+  return static_cast<std::size_t>(bytes >> 10);
 }
 
 // Why `k`'s averaged output is not the mean of what the ranks sent (their
@@ -101,39 +111,48 @@ models::LrDecay parse_lr_decay(const std::string& name) {
 std::string usage() {
   return R"(usage: qsgd-train [options]
 Data-parallel training with QSGD gradient exchange (run under mpirun for K > 1).
+Defaults in parentheses. Sizes: bytes, with an optional suffix K, M or G = 2^10, 2^20, 2^30 bytes;
+a unit in an option's name (-kb, -mb, -ms, -us) is the unit of its plain number (docs/cli.md).
 model and data:
-  --model mlp|cnn|lstm          (mlp)       --mlp-widths 784,4096,4096,10
-  --dataset fashion-mnist|teacher|corpus     --data-dir DIR (Debian's dataset-fashion-mnist)
+  --model mlp|cnn|lstm (mlp)  --mlp-widths LIST (784,4096,4096,10: input, hidden..., classes)
+  --dataset fashion-mnist|teacher|corpus (fashion-mnist; corpus with lstm)
+  --data-dir DIR ($QSGD_FASHION_MNIST_DIR, else Debian's /usr/share/datasets/fashion-mnist)
   --teacher-samples N (8192)  --lstm-hidden N (128)  --lstm-seq N (64)
 optimization:
   --batch N per rank (128)  --epochs N (1)  --max-steps N per epoch (0 = all)
-  --lr X (0.05)  --momentum X (0.9)  --weight-decay X (0)  --warmup STEPS (0)
+  --lr X (0.05)  --momentum X (0.9)  --weight-decay X (0)  --lr-warmup STEPS (0)
+  --warmup STEPS   alias of --lr-warmup (learning-rate warm-up steps, not untimed iterations)
   --clip-norm X (0 = off): scale the averaged gradient to L2 norm <= X before the update
-  --lr-decay constant|cosine|step  --seed N (1)
+  --lr-decay constant|cosine|step (constant)  --seed N (1)
 exchange:
   --strategy allreduce|allreduce16|allgather|param-server|scatter-reduce|shared-scale|powersgd (allreduce)
   --powersgd-rank R (4)  powersgd: rank-R factors of every weight matrix that pays 2x, warm-started
   --codec fp32|fp16|bf16|fixed|elias-dense|elias-sparse|rans (fp32; allreduce ignores it)
   --bits B       paper convention: s = 2^B levels ("4-bit" = s 16)
   --wire-bits B  wire convention: sign + (B-1) level bits, s = 2^(B-1) - 1 ("4-bit" = s 7)
-  --s S  --d D (512; 0 = one bucket)  --norm max|l2
-  --fusion-mb MB (8)  --layer-filter N (10000: smaller tensors go uncompressed)  --no-overlap
+  --s S (16)  --d D (512; 0 = one bucket)  --norm max|l2 (max)
+  --fusion-mb MB (8: MiB per fusion bucket)  --layer-filter N (10000: smaller tensors go uncompressed)
+  --no-overlap  exchange the buckets after backward (default: while backward runs)
   --error-feedback none|ef|ef-unscaled|ef21 (none): residuals per tensor, C = Q/B (ef, ef21) or Q;
                  ef, ef-unscaled: allgather, param-server, scatter-reduce, shared-scale (codec not fp32);
                  ef21: allgather and shared-scale only (output the exact mean of what the ranks sent);
                  powersgd: ef-unscaled (the residual of the shared approximation)
-  --transport ring|library (ring)  --segment-kb KB (4096)  --window N (8)
+  --transport ring|library (ring)  --segment SIZE (4M: ring pipeline segment, a multiple of 1K)
+  --segment-kb KB  alias of --segment, in KiB (4096)
+  --window N (8: ring receives in flight)
   --progress thread|hooks (thread: a thread polls the network during backward)  --poll-us US (100)
-  --synthetic-backward-ms X (test hook: X ms of extra backward per gradient)
+  --synthetic-backward-ms X (0; test hook: X ms of extra backward per gradient)
 evaluation:
-  --eval-every STEPS (0 = at epoch ends)  --target-accuracy A (stop once reached; 0 = never)
+  --eval-every STEPS (0 = at epoch ends)  --target-accuracy A (0 = never; stop once reached)
+  --eval-limit N (0 = the whole test set)
 output:
-  --trace FILE.h5  --flush-every STEPS (20)  --checkpoint FILE  --checkpoint-every STEPS
-  --resume  --hash-every STEPS  --eval-limit N  --quiet  --label TEXT
-  --checkpoint-signal USR1|USR2|TERM|INT|HUP  on this signal, checkpoint after the current step and
-                    exit with code 8 (resume with --resume; Slurm: --signal=B:USR1@SECONDS)
+  --trace FILE.h5 (none)  --flush-every STEPS (20)  --checkpoint FILE (none)
+  --checkpoint-every STEPS (0 = at epoch ends)  --resume  --hash-every STEPS (0 = at the end)
+  --quiet  --label TEXT (empty)
+  --checkpoint-signal USR1|USR2|TERM|INT|HUP (none)  on this signal, checkpoint after the current step
+                    and exit with code 8 (resume with --resume; Slurm: --signal=B:USR1@SECONDS)
 profiling:
-  --profile-steps A:B  NVTX range train/capture over global steps A..B-1: the capture range of
+  --profile-steps A:B (none)  NVTX range train/capture over global steps A..B-1: the capture range of
                     nsys profile --capture-range=nvtx --nvtx-capture=train/capture
 faults:
   --peer-timeout S  a wait with no progress for S seconds ends the job with exit code 7: a peer
@@ -178,7 +197,7 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--momentum") o.momentum = parse_real(a, val());
     else if (a == "--weight-decay") o.weight_decay = parse_real(a, val());
     else if (a == "--clip-norm") o.clip_norm = parse_real(a, val(), 0.0);
-    else if (a == "--warmup") o.warmup = parse_count(a, val());
+    else if (a == "--lr-warmup" || a == "--warmup") o.warmup = parse_count(a, val());
     else if (a == "--lr-decay") o.lr_decay = parse_lr_decay(val());
     else if (a == "--seed") o.seed = parse_count(a, val());
     else if (a == "--strategy") o.strategy = comm::parse_strategy(val());
@@ -206,6 +225,7 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--no-overlap") o.overlap = false;
     else if (a == "--error-feedback") o.feedback = parse_feedback(val());
     else if (a == "--transport") o.transport = comm::parse_transport(val());
+    else if (a == "--segment") o.segment_kb = parse_segment(a, val());
     else if (a == "--segment-kb") o.segment_kb = parse_count(a, val());
     else if (a == "--window") o.window = to_uint32(a, val());
     else if (a == "--powersgd-rank") o.powersgd_rank = to_uint32(a, val());

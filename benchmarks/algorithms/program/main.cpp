@@ -1,6 +1,6 @@
 // qsgd-algorithms: the theory-reproduction experiments of spec section 3.
 //
-//   qsgd-algorithms convex --out FILE [--seeds N] [--workers K] [--quick]
+//   qsgd-algorithms convex -o|--out FILE [--seeds N] [--workers K] [--quick]
 //   qsgd-algorithms qsvrg  --out FILE [--seeds N] [--workers K] [--quick]
 //   qsgd-algorithms dqgd   --out FILE [--quick]
 //   mpirun -np R qsgd-algorithms async --out FILE [--updates U] [--window W]
@@ -33,9 +33,16 @@ constexpr const char* schema = "qsgd.algorithms/1";
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: qsgd-algorithms {convex|qsvrg|dqgd|async} --out FILE [--seeds N] [--workers K] [--quick]\n"
-               "       async (under mpirun, >= 2 ranks): [--updates U] [--window W] [--taus 0,2,8,-1] "
-               "[--delay-us D]\n");
+               "usage: qsgd-algorithms {convex|qsvrg|dqgd|async} -o FILE [options]\n"
+               "  -o, --out FILE   the JSON results (required)\n"
+               "  --seeds N        convex, qsvrg: runs with seeds 0..N-1, a count (default 5; qsvrg: at most 3)\n"
+               "  --workers K      convex, qsvrg: simulated workers in this process (default 4)\n"
+               "  --quick          tiny problems and few steps: the ctest smoke run (default off)\n"
+               "async (under mpirun, >= 2 ranks: rank 0 the server, the others workers):\n"
+               "  --updates U      parameter updates (default 20000; --quick: 300)\n"
+               "  --window W       pushes a worker keeps unanswered (default 8)\n"
+               "  --taus LIST      staleness bounds, -1 = none (default 0,2,8,-1)\n"
+               "  --delay-us D     each worker's extra time per gradient, in microseconds (default 0)\n");
 }
 
 [[noreturn]] void usage(const char* msg) {
@@ -66,7 +73,7 @@ qp::Options parse(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--out")
+      if (a == "-o" || a == "--out")
         o.out = next();
       else if (a == "--seeds")
         o.seeds = static_cast<int>(qsgd::bench::parse_count(a, next(), 1, 1000000));
