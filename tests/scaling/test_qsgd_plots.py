@@ -30,21 +30,11 @@ PLOTS = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "
 EXCHANGE_JSON = os.path.join(ROOT, "results", "reference", "exchange-shm", "K2.json")
 
 try:
-    import h5py
-    import numpy as np
     import matplotlib  # noqa: F401  (qsgd-plots needs it)
 except ImportError as e:
-    sys.exit("test_qsgd_plots: FAIL: %s (the test needs Debian's python3-h5py, python3-numpy and "
-             "python3-matplotlib under /usr/bin/python3)" % e)
-
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL: " + what)
-    return cond
+    sys.exit("test_qsgd_plots: FAIL: %s (the test needs Debian's python3-matplotlib under /usr/bin/python3)" % e)
+sys.path.insert(0, HERE)
+from synthetic_traces import check, verdict, write_trace as write_synthetic  # noqa: E402
 
 
 # ---- synthetic traces --------------------------------------------------------
@@ -71,64 +61,12 @@ def config(seed, strategy, codec, s=16, transport="ring", ddp=False):
 
 def write_trace(path, cfg, K, link, epoch_time, exposed=0.02, step_time=0.1, bucket_done=None, evals=None,
                 bits=None):
-    """One trace, every step alike. bucket_done: seconds since the step
-    began at which every bucket's network phase ends (default: inside the
-    step); evals: [(train_time, accuracy)]."""
-    def per_rank(v):
-        return np.full((STEPS, K), float(v))
-    with h5py.File(path, "w") as f:
-        a = f.attrs
-        a["schema_version"] = 2
-        a["ranks"] = K
-        a["config"] = json.dumps(cfg)
-        a["link_rate"] = link
-        a["steps_per_epoch"] = str(STEPS)
-        a["steps_per_full_epoch"] = str(STEPS)
-        a["complete"] = "true"
-        a["hosts"] = json.dumps(["plots-test-host"] * K)
-        if cfg.get("peer"):
-            a["comm_exposed_method"] = "backward(DDP) - median backward without DDP"
-        else:
-            a["kokkos_execution_space"] = "Serial"
-        s = f.create_group("steps")
-        s["step"] = np.arange(STEPS, dtype=np.int64)
-        s["epoch"] = np.zeros(STEPS, dtype=np.int32)
-        for ph in ("forward", "backward", "encode", "decode", "update"):
-            s[ph] = per_rank(0.01)
-        s["quantize"] = per_rank(0.0)  # zero in every trace: left out of the breakdown's legend
-        s["requantize"] = per_rank(0.0)
-        s["comm_exposed"] = per_rank(exposed)
-        s["comm_hidden"] = per_rank(float("nan") if cfg.get("peer") else 0.01)
-        s["step_time"] = per_rank(step_time)
-        s["wire_bytes"] = np.full((STEPS, K), 100000, dtype=np.uint64)
-        if bits is None:
-            bits = {"fp32": 32.0, "bf16": 16.0}.get(cfg["codec"], 6.0)
-        s["bits_per_dim"] = per_rank(bits)
-        s["loss"] = per_rank(1.0)
-        if not cfg.get("peer"):
-            b = f.create_group("buckets")
-            start = np.zeros((STEPS, K, BUCKETS))
-            for j in range(BUCKETS):
-                start[:, :, j] = 0.02 + 0.01 * j
-            done = start + 0.03 if bucket_done is None else np.full_like(start, bucket_done)
-            b["start"] = start
-            b["posted"] = start + 0.001
-            b["done"] = done
-            b["count"] = np.full((STEPS, K), BUCKETS, dtype=np.int32)
-        e = f.create_group("epochs")
-        e["epoch"] = np.zeros(1, dtype=np.int32)
-        e["steps"] = np.array([STEPS], dtype=np.int64)
-        e["epoch_time"] = np.array([epoch_time])
-        e["train_loss"] = np.array([1.0])
-        e["test_loss"] = np.array([0.5])
-        e["test_accuracy"] = np.array([0.8])
-        ev = evals or [(epoch_time, 0.8)]
-        v = f.create_group("evals")
-        v["step"] = np.arange(1, len(ev) + 1, dtype=np.int64)
-        v["epoch"] = np.zeros(len(ev), dtype=np.int32)
-        v["train_time"] = np.array([t for t, _ in ev])
-        v["test_loss"] = np.full(len(ev), 0.5)
-        v["test_accuracy"] = np.array([acc for _, acc in ev])
+    """One trace (synthetic_traces.write_trace) with BUCKETS buckets per step.
+    bucket_done: seconds since the step began at which every bucket's network
+    phase ends (default: inside the step); evals: [(train_time, accuracy)]."""
+    write_synthetic(path, cfg, K, STEPS, link=link, epoch_time=epoch_time, step_time=step_time, exposed=exposed,
+                    in_flight=0.01, wire=100000, bits=bits, zero_phases=("quantize", "requantize"), evals=evals,
+                    epoch_accuracy=0.8, buckets=(BUCKETS, bucket_done))
 
 
 def build(d, evals=False):
@@ -302,11 +240,7 @@ def main():
 
 
 def finish():
-    if FAILURES:
-        print("test_qsgd_plots: %d check(s) failed against %s" % (len(FAILURES), PLOTS))
-        return 1
-    print("test_qsgd_plots: PASS (%s)" % PLOTS)
-    return 0
+    return verdict("test_qsgd_plots", PLOTS)
 
 
 if __name__ == "__main__":

@@ -19,24 +19,8 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 SUMMARY = (sys.argv[1] if len(sys.argv) > 1 else
            os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks", "scaling", "qsgd-summary"))
 
-try:
-    import h5py
-    import numpy as np
-except ImportError as e:
-    sys.exit("test_qsgd_summary: FAIL: %s (the test needs Debian's python3-h5py and python3-numpy under "
-             "/usr/bin/python3)" % e)
-
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL: " + what)
-
-
-def close(a, b, tol=1e-6):
-    return a is not None and b is not None and abs(a - b) <= tol * max(1.0, abs(b))
+sys.path.insert(0, HERE)
+from synthetic_traces import FAILURES, check, verdict, close, np, write_trace as write_synthetic  # noqa: E402
 
 
 # ---- synthetic traces --------------------------------------------------------
@@ -65,49 +49,12 @@ def config(seed, strategy, codec, s=16, ddp=False):
 
 def write_trace(path, cfg, link="1gbit", epoch_time=1.0, tta=None, exposed=0.002, in_flight=0.004,
                 wire=WIRE, step_time=0.1):
-    """One trace: every kept step alike. exposed, in_flight: per rank
-    (scalars for all ranks, or a list of K); tta: the training time at which
-    the evaluations reach accuracy 0.9 (they read 0.5 before)."""
-    def per_rank(v):
-        return np.tile(np.asarray(v if isinstance(v, list) else [v] * K, dtype=float), (STEPS, 1))
-    with h5py.File(path, "w") as f:
-        a = f.attrs
-        a["schema_version"] = 2
-        a["ranks"] = K
-        a["config"] = json.dumps(cfg)
-        a["link_rate"] = link
-        a["steps_per_epoch"] = str(STEPS)
-        a["steps_per_full_epoch"] = str(STEPS)
-        a["complete"] = "true"
-        if cfg.get("peer"):
-            a["comm_exposed_method"] = "backward(DDP) - median backward without DDP"
-        else:
-            a["kokkos_execution_space"] = "Serial"
-        s = f.create_group("steps")
-        s["step"] = np.arange(STEPS, dtype=np.int64)
-        s["epoch"] = np.zeros(STEPS, dtype=np.int32)
-        for ph in ("forward", "backward", "quantize", "encode", "requantize", "decode", "update"):
-            s[ph] = per_rank(0.01)
-        s["comm_exposed"] = per_rank(exposed)
-        s["comm_hidden"] = per_rank(float("nan") if cfg.get("peer") else in_flight)
-        s["step_time"] = per_rank(step_time)
-        s["wire_bytes"] = np.full((STEPS, K), wire, dtype=np.uint64)
-        s["bits_per_dim"] = per_rank(32.0 if cfg["codec"] in ("fp32",) else 6.0)
-        s["loss"] = per_rank(1.0)
-        e = f.create_group("epochs")
-        e["epoch"] = np.zeros(1, dtype=np.int32)
-        e["steps"] = np.array([STEPS], dtype=np.int64)  # a whole epoch: its time is measured
-        e["epoch_time"] = np.array([epoch_time])
-        e["train_loss"] = np.array([1.0])
-        e["test_loss"] = np.array([0.5])
-        e["test_accuracy"] = np.array([0.9])
-        v = f.create_group("evals")
-        times = [tta / 2, tta] if tta else [epoch_time / 2, epoch_time]
-        v["step"] = np.array([2, 4], dtype=np.int64)
-        v["epoch"] = np.zeros(2, dtype=np.int32)
-        v["train_time"] = np.array(times)
-        v["test_loss"] = np.array([1.0, 0.5])
-        v["test_accuracy"] = np.array([0.5, 0.9 if tta else 0.6])
+    """One trace of K ranks (synthetic_traces.write_trace). tta: the training
+    time at which the evaluations (steps 2 and 4) reach accuracy 0.9 (they
+    read 0.5 before); without it they read 0.5 and 0.6."""
+    evals = [(tta / 2, 0.5), (tta, 0.9)] if tta else [(epoch_time / 2, 0.5), (epoch_time, 0.6)]
+    write_synthetic(path, cfg, K, STEPS, link=link, epoch_time=epoch_time, step_time=step_time, exposed=exposed,
+                    in_flight=in_flight, wire=wire, evals=evals, eval_steps=[2, 4], epoch_accuracy=0.9)
 
 
 def build(d):
@@ -318,9 +265,11 @@ def check_reading():
         here, ref = os.path.join(d, "here"), os.path.join(d, "ref")
         for path, q4 in ((here, 0.1), (ref, 0.05)):
             os.makedirs(path)
-            write_trace(os.path.join(path, "fp32.h5"), config(1, "allreduce", "fp32"), step_time=0.2)
-            write_trace(os.path.join(path, "bf16.h5"), config(1, "allreduce16", "bf16"), step_time=0.15)
-            write_trace(os.path.join(path, "q4.h5"), config(1, "scatter-reduce", "fixed"), step_time=q4)
+            # Epoch time (what speedups compare) follows the step time, as in a real trace.
+            for name, cfg, t in (("fp32", config(1, "allreduce", "fp32"), 0.2),
+                                 ("bf16", config(1, "allreduce16", "bf16"), 0.15),
+                                 ("q4", config(1, "scatter-reduce", "fixed"), q4)):
+                write_trace(os.path.join(path, name + ".h5"), cfg, step_time=t, epoch_time=STEPS * t)
         out, _ = run("--reading", ref, here)
         lines = out.splitlines()
         check(any(ln.startswith("1gbit, K = 2: fastest 4-bit QSGD, scatter-reduce, 100 ms a step: 2.00x the fp32 "
@@ -359,11 +308,7 @@ def main():
     check_functions()
     check_reading()
 
-    if FAILURES:
-        print("test_qsgd_summary: %d check(s) failed against %s" % (len(FAILURES), SUMMARY))
-        return 1
-    print("test_qsgd_summary: PASS (%s)" % SUMMARY)
-    return 0
+    return verdict("test_qsgd_summary", SUMMARY)
 
 
 if __name__ == "__main__":
