@@ -134,8 +134,7 @@ class ScratchFile {
     path_ = std::string(dir && *dir ? dir : "/tmp") + "/qsgd-fuzz-" + tag + "-" + std::to_string(::getpid());
   }
   ~ScratchFile() {
-    std::remove(path_.c_str());
-    std::remove((path_ + ".tmp").c_str());
+    std::remove(path_.c_str());  // a writer removes its own temporary file when it fails
   }
   ScratchFile(const ScratchFile&) = delete;
   ScratchFile& operator=(const ScratchFile&) = delete;

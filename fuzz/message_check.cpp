@@ -37,7 +37,8 @@ MessageChecker::MessageChecker() : codec_(qsgd::CodecConfig{}) {}
 
 void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t bytes, const qsgd::Expect& expect,
                            bool canonical) {
-  // 1. The size bound, with the default Expect (n up to 2^32).
+  // 1. The size bound and the library's default cap, with the default Expect
+  //    (n up to qsgd::default_max_n).
   qsgd::MessageHeader h{};
   bool parsed = false;
   try {
@@ -51,6 +52,9 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
     QSGD_FUZZ_CHECK(h.n <= documented_max_n(c, bytes), "message.n-bound",
                     "parse_header accepted n = " << h.n << " for a " << bytes << "-byte " << qsgd::to_string(c)
                                                  << " message; the documented bound is " << documented_max_n(c, bytes));
+    QSGD_FUZZ_CHECK(h.n <= qsgd::default_max_n, "message.default-limit",
+                    "parse_header accepted n = " << h.n << " with the default Expect, above default_max_n = "
+                                                 << qsgd::default_max_n);
   }
 
   // 2. With the receiver's expectations.

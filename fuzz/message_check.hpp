@@ -5,7 +5,8 @@
 //
 //  1. parse_header with the default Expect accepts only an n within the
 //     bound its size allows, at each code's least cost per coordinate
-//     (docs/reliability.md, "Bounded work from untrusted bytes").
+//     (docs/reliability.md, "Bounded work from untrusted bytes"), and within
+//     the library's default cap (qsgd::default_max_n, 2^26).
 //  2. Every entry point (read_header, validate_message, decode to values,
 //     decode_accumulate, decode to levels) accepts the message or throws
 //     qsgd::Error: corrupt_message for anything wrong with the bytes, and

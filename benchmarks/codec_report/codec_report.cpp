@@ -224,13 +224,15 @@ Row measure(const Input& in, const Scheme& sc, int draws) {
   r.d = quantized ? qsgd::effective_bucket(cfg, n) : 0;
   r.draws = quantized ? draws : 1;  // float codecs are deterministic
   double bits = 0, var = 0, h = 0;
+  qsgd::Expect exact;  // the report knows n: no default cap on its sizes
+  exact.n = n;
   for (int k = 0; k < r.draws; ++k) {
     const std::size_t bytes = codec.encode(in.device, n, qsgd::RngKey{input_seed, std::uint64_t(k), 0, 0}, msg);
     bits += 8.0 * static_cast<double>(bytes) / static_cast<double>(n);
-    codec.decode(msg, bytes, decoded);
+    codec.decode(msg, bytes, decoded, exact);
     var += in.norm2 > 0 ? squared_error(decoded, in.host) / in.norm2 : 0.0;
     if (quantized) {
-      codec.decode(msg, bytes, q);  // the levels actually on the wire
+      codec.decode(msg, bytes, q, exact);  // the levels actually on the wire
       h += level_entropy(q);
     }
   }

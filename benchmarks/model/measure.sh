@@ -2,12 +2,11 @@
 # Measures on this machine, in one session, what qsgd-model is calibrated on
 # and validated against (docs/model.md), into OUT (made empty first):
 #
-#   kernels.json          qsgd-bench-kernels at n = 2^20 (an allgather piece) and 2^22
-#                         (the exchanges' size), one core, 3 repetitions: the coding
-#                         rates, taken at the size of the unit each strategy codes
-#   fit-RATE.json         fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at
-#                         100mbit), one file per link rate: alpha and beta are
-#                         fitted on these rows only
+#   kernels.json, fit-RATE.json, links.json, machine.json
+#                         the calibration (benchmarks/model/calibrate.sh): kernel
+#                         rates at n = 2^20 and 2^22, and per link rate the fp32
+#                         ring allreduce at K = 2 from 64 KiB to 64 MiB (16 MiB at
+#                         100mbit), on which alpha and beta are fitted and nothing else
 #   val-RATE-K<K>.json    every strategy and codec at 16 MiB, K = 2, 3, 4, ring
 #                         transport (param-server: the library's collectives):
 #                         the rows the model predicts without having seen them
@@ -23,22 +22,21 @@
 #                         13-47% on this machine, and qsgd-model takes the median of the rounds
 #   signs/round-R/        only with --parts signs (not a default part): the break-even
 #                         check repeated, R = 1..--rounds (default 5): MLP and CNN at
-#                         K = 4 on each --step-rates link, fp32 ring and 4-bit QSGD
+#                         K = 4 on each --step-link link, fp32 ring and 4-bit QSGD
 #                         with allgather and scatter-reduce, the three of a model and
 #                         rate back to back (qsgd-model validate --signs reads it)
-#   links.json            the tbf burst of every rate (netlab.sh --burst-of)
-#   machine.json          CPU, cores, compiler, MPI
 #
-#   benchmarks/model/measure.sh OUT [--rates unshaped,10gbit,1gbit,100mbit] [--ks 2,3,4]
-#                                   [--step-rates 10gbit,1gbit] [--parts exchange,steps,compute]
+#   benchmarks/model/measure.sh OUT [--link unshaped,10gbit,1gbit,100mbit] [--ranks 2,3,4]
+#                                   [--step-link 10gbit,1gbit] [--parts exchange,steps,compute]
 #                                   [--rounds R] [--step-rounds R]
+#   (aliases: --rates = --link, --ks = --ranks, --step-rates = --step-link)
 #
 # About 25 minutes with three step rounds (each round about 4). A run of some --parts makes a directory with only
 # those parts (development). Needs root (network namespaces) and the release build.
 # Run on an otherwise idle machine: the numbers are timings.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-[ $# -ge 1 ] || { sed -n '2,27p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit 2; }
 out="$1"; shift
 rates=unshaped,10gbit,1gbit,100mbit
 ks=2,3,4
@@ -48,9 +46,9 @@ rounds=5
 step_rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rates) rates="$2"; shift 2 ;;
-    --ks) ks="$2"; shift 2 ;;
-    --step-rates) step_rates="$2"; shift 2 ;;
+    --link|--rates) rates="$2"; shift 2 ;;
+    --ranks|--ks) ks="$2"; shift 2 ;;
+    --step-link|--step-rates) step_rates="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --step-rounds) step_rounds="$2"; shift 2 ;;
@@ -66,33 +64,17 @@ done
 rm -rf "${out:?}"
 mkdir -p "$out"
 [[ "$step_rounds" =~ ^[1-9][0-9]*$ ]] || { echo "measure.sh: --step-rounds must be a positive integer" >&2; exit 2; }
-echo "benchmarks/model/measure.sh OUT --rates $rates --ks $ks --step-rates $step_rates --parts $parts --rounds $rounds --step-rounds $step_rounds  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" rev-parse --short HEAD)" \
+echo "benchmarks/model/measure.sh OUT --link $rates --ranks $ks --step-link $step_rates --parts $parts --rounds $rounds --step-rounds $step_rounds  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$root" describe --always --dirty --abbrev=7)" \
   > "$out/COMMAND"
 "$root/benchmarks/report/machine-info" > "$out/machine.json"
 
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 if has_part exchange; then
-  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true \
-    --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
-    --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1
-
+  "$root/benchmarks/model/calibrate.sh" --out "$out" --link "$rates" --build "$root/build/release"
   IFS=, read -r -a rate_list <<< "$rates"
   IFS=, read -r -a k_list <<< "$ks"
-  {
-    sep="{"
-    for rate in "${rate_list[@]}"; do
-      printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$rate" "$("$net" --burst-of "$rate")"
-      sep=","
-    done
-    printf '\n}\n'
-  } > "$out/links.json"
   for rate in "${rate_list[@]}"; do
-    top=64M
-    [ "$rate" = 100mbit ] && top=16M
-    "$net" --nodes 2 --rate "$rate" -- "$bin/qsgd-bench-exchange" -b 64K -e "$top" -f 4 -w 2 -n 10 \
-      --strategies allreduce --transports ring -o "$out/fit-$rate.json" | tee "$out/fit-$rate.txt"
     for k in "${k_list[@]}"; do
       "$net" --nodes "$k" --rate "$rate" -- "$bin/qsgd-bench-exchange" -b 16M -e 16M -w 2 -n 10 \
         --strategies allreduce,allreduce16,allgather,param-server,scatter-reduce --codecs fixed,rans,elias-dense \
@@ -105,7 +87,7 @@ fi
 measure_steps() {
   local sweep="$root/benchmarks/scaling/qsgd-sweep" m margs
   local common=(--out "$1" --configs fp32,bf16,4bit --strategies allgather,scatter-reduce --eval-limit 200 --no-plots)
-  for m in "mlp --widths 784,2048,2048,10 --steps 16" "cnn --steps 12"; do
+  for m in "mlp --mlp-widths 784,2048,2048,10 --max-steps 16" "cnn --max-steps 12"; do
     read -r -a margs <<< "$m"
     "$sweep" "${common[@]}" --model "${margs[@]}" --ranks 1 --link local
     "$sweep" "${common[@]}" --model "${margs[@]}" --ranks "$ks" --link "$step_rates"
@@ -115,23 +97,11 @@ measure_steps() {
 # One round of the compute into DIR: K independent one-rank runs at once, no
 # network, only the shared cores.
 measure_compute() {
-  local m margs k i p pids
-  mkdir -p "$1"
-  IFS=, read -r -a k_list <<< "1,$ks"
+  local m margs
   for m in "mlp --mlp-widths 784,2048,2048,10 --max-steps 16" "cnn --max-steps 12"; do
     read -r -a margs <<< "$m"
-    for k in "${k_list[@]}"; do
-      pids=()
-      for i in $(seq 1 "$k"); do
-        OPENBLAS_NUM_THREADS=1 mpirun -np 1 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-train" --model "${margs[@]}" \
-          --batch 128 --epochs 1 --lr 0.05 --eval-limit 200 --quiet --strategy allreduce --codec fp32 \
-          --trace "$1/${margs[0]}-K$k-copy$i.h5" --label "compute, $k copies" \
-          > "$1/${margs[0]}-K$k-copy$i.h5.log" 2>&1 &
-        pids+=($!)
-      done
-      for p in "${pids[@]}"; do wait "$p"; done
-      echo "compute: ${margs[0]}, $k copies at once" >&2
-    done
+    "$root/benchmarks/model/measure-compute.sh" --out "$1" --name "${margs[0]}" --ranks "1,$ks" -- --model "${margs[@]}" \
+      --batch 128 --epochs 1 --lr 0.05 --eval-limit 200 --quiet --strategy allreduce --codec fp32
   done
 }
 
@@ -154,7 +124,7 @@ if has_part signs; then
   IFS=, read -r -a srate_list <<< "$step_rates"
   for r in $(seq 1 "$rounds"); do
     for rate in "${srate_list[@]}"; do
-      for m in "mlp --widths 784,2048,2048,10 --steps 16" "cnn --steps 12"; do
+      for m in "mlp --mlp-widths 784,2048,2048,10 --max-steps 16" "cnn --max-steps 12"; do
         read -r -a margs <<< "$m"
         "$sweep" --out "$out/signs/round-$r" --configs fp32,4bit --strategies allgather,scatter-reduce \
           --eval-limit 200 --no-plots --model "${margs[@]}" --ranks "$k_max" --link "$rate"

@@ -68,7 +68,7 @@ tables=("$@")
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
   mkdir -p "$ref/$1"
-  echo "benchmarks/report/run-reference.sh $1  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD)" \
+  echo "benchmarks/report/run-reference.sh $1  # $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git describe --always --dirty --abbrev=7)" \
     > "$ref/$1/COMMAND"
   benchmarks/report/machine-info > "$ref/$1/machine.json"
 }
@@ -111,7 +111,8 @@ for t in "${tables[@]}"; do
         "$net" --nodes "$k" --rate unshaped -- "$bin/qsgd-bench-exchange" "${sizes[@]}" \
           --strategies allgather --codecs fixed,rans --transports ring -o "$ref/$t/unshaped-K$k.json" \
           | tee "$ref/$t/unshaped-K$k.txt"
-      done ;;
+      done
+      /usr/bin/python3 benchmarks/scaling/qsgd-plots --exchange --out "$ref/$t/plots" "$ref/$t/K2.json" "$ref/$t/K4.json" ;;
     exchange-shm)
       fresh "$t"
       for k in 2 4; do

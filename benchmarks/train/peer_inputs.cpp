@@ -28,6 +28,7 @@
 #include "qsgd/models/data/fashion_mnist.hpp"
 #include "qsgd/models/data/sampler.hpp"
 #include "qsgd/models/mlp.hpp"
+#include "qsgd/support/durable_file.hpp"
 #include "qsgd/support/option_values.hpp"
 
 namespace qm = qsgd::models;
@@ -117,7 +118,7 @@ int run(const Args& a) {
   for (const auto& t : model.tensors())
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"offset", t.offset}, {"size", t.size}});
 
-  const std::string tmp = a.out + ".tmp";
+  const std::string tmp = qsgd::support::temporary_name(a.out);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw std::runtime_error("cannot create " + tmp);
@@ -132,9 +133,12 @@ int run(const Args& a) {
       write_all(f, out.data(), 4 * n, tmp);
     }
     f.close();
-    if (!f) throw std::runtime_error("cannot write " + tmp);
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("cannot write " + tmp);
+    }
   }
-  if (std::rename(tmp.c_str(), a.out.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + a.out);
+  qsgd::support::durable_rename(tmp, a.out);
   std::cerr << program << ": " << a.out << ": mlp " << h["widths"].dump() << " seed " << a.seed << ", "
             << model.num_parameters() << " parameters, " << a.epochs << " epoch(s) of order over " << n
             << " samples\n";

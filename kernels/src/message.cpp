@@ -105,7 +105,10 @@ MessageHeader parse_header(const void* data, std::size_t size, const Expect& exp
   const CodecKind c = static_cast<CodecKind>(h.codec);
   if (expect.n != ~std::uint64_t(0) && h.n != expect.n)
     bad("n = " + std::to_string(h.n) + " but " + std::to_string(expect.n) + " elements were expected");
-  if (h.n > expect.max_n || h.n > max_elements) bad("n = " + std::to_string(h.n) + " exceeds the limit " + std::to_string(expect.max_n));
+  const std::uint64_t n_limit = std::min(expect.n != ~std::uint64_t(0) ? expect.n : expect.max_n, max_elements);
+  if (h.n > n_limit)
+    bad("n = " + std::to_string(h.n) + " exceeds the receiver's limit " + std::to_string(n_limit) +
+        (expect.n != ~std::uint64_t(0) ? "" : " (Expect::max_n; the library's default is 2^26)"));
   if (is_quantized(c)) {
     if (h.s < 1 || h.s > max_levels) bad("s = " + std::to_string(h.s) + " is outside 1.." + std::to_string(max_levels));
     if (c == CodecKind::rans && h.s > rans_max_s)

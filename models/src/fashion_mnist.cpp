@@ -36,12 +36,23 @@ std::string find_idx_file(const std::string& dir, const std::string& stem) {
 }
 
 LabeledDataset load_idx_classification(const std::string& images_path, const std::string& labels_path,
-                                       std::size_t classes, bool standardize, float mean, float stddev) {
-  const IdxArray img = read_idx(images_path);
-  const IdxArray lab = read_idx(labels_path);
+                                       std::size_t classes, bool standardize, float mean, float stddev,
+                                       const IdxImagesShape& expect) {
+  const bool whole = expect.n && expect.rows && expect.cols;
+  const IdxArray img = read_idx(images_path, whole ? expect.n * expect.rows * expect.cols : idx_default_max_bytes);
   if (img.dims.size() != 3) {
     throw DataError(images_path + ": wrong dimensions: " + dims_string(img.dims) + " (expected n x rows x cols)");
   }
+  if ((expect.rows && img.dims[1] != expect.rows) || (expect.cols && img.dims[2] != expect.cols)) {
+    throw DataError(images_path + ": wrong dimensions: images are " + std::to_string(img.dims[1]) + " x " +
+                    std::to_string(img.dims[2]) + ", not " + std::to_string(expect.rows) + " x " +
+                    std::to_string(expect.cols));
+  }
+  if (expect.n && img.dims[0] != expect.n) {
+    throw DataError(images_path + ": wrong dimensions: " + std::to_string(img.dims[0]) + " images, expected " +
+                    std::to_string(expect.n));
+  }
+  const IdxArray lab = read_idx(labels_path, expect.n ? expect.n : idx_default_max_bytes);
   if (lab.dims.size() != 1) {
     throw DataError(labels_path + ": wrong dimensions: " + dims_string(lab.dims) + " (expected n)");
   }
@@ -71,12 +82,14 @@ LabeledDataset load_fashion_mnist(const std::string& dir, Split split, bool stan
   const std::string pre = split == Split::train ? "train" : "t10k";
   const std::string images = find_idx_file(dir, pre + "-images-idx3-ubyte");
   const std::string labels = find_idx_file(dir, pre + "-labels-idx1-ubyte");
-  LabeledDataset d = load_idx_classification(images, labels, 10, standardize, fashion_mnist_mean, fashion_mnist_stddev);
   const std::size_t want = split == Split::train ? 60000 : 10000;
-  if (d.features != 28 * 28) throw DataError(images + ": wrong dimensions: images are not 28 x 28");
-  if (d.size() != want) {
-    throw DataError(images + ": wrong dimensions: " + std::to_string(d.size()) + " images, Fashion-MNIST " + pre +
-                    " has " + std::to_string(want));
+  LabeledDataset d;
+  try {
+    d = load_idx_classification(images, labels, 10, standardize, fashion_mnist_mean, fashion_mnist_stddev,
+                                {want, 28, 28});
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) + " (Fashion-MNIST " + pre + " has " + std::to_string(want) +
+                    " images of 28 x 28)");
   }
   d.name = "fashion-mnist/" + pre;
   return d;

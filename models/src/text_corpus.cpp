@@ -18,19 +18,24 @@ std::vector<std::string> default_corpus_paths() {
           dir + "Apache-2.0", dir + "MPL-2.0", dir + "GFDL-1.3", dir + "Artistic"};
 }
 
-TextCorpus load_text_corpus(const std::vector<std::string>& paths) {
+TextCorpus load_text_corpus(const std::vector<std::string>& paths, std::size_t max_bytes) {
   if (paths.empty()) throw std::invalid_argument("load_text_corpus: no files");
   TextCorpus c;
+  std::vector<char> piece(1 << 16);
   for (const auto& p : paths) {
     std::ifstream in(p, std::ios::binary);
     if (!in) throw DataError(p + ": cannot open: " + std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
+    const std::size_t before = c.text.size();
+    while (in) {
+      in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+      const auto got = static_cast<std::size_t>(in.gcount());
+      if (got > max_bytes - c.text.size())
+        throw DataError(p + ": the corpus holds more than the limit of " + std::to_string(max_bytes) + " bytes");
+      c.text.append(piece.data(), got);
+    }
     if (in.bad()) throw DataError(p + ": read error");
-    const std::string s = ss.str();
-    if (s.empty()) throw DataError(p + ": empty file");
+    if (c.text.size() == before) throw DataError(p + ": empty file");
     c.sources.push_back(p);
-    c.text += s;
   }
   std::array<int, 256> id{};
   id.fill(-1);

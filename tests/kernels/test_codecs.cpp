@@ -538,6 +538,32 @@ TEST(Rans, CodesNearTheEntropyFloor) {
 
 // ---- host SIMD path of the fixed-width code ------------------------------------------
 
+// Which host paths this CPU and build must take, asked of the CPU here and
+// not of the library: the host-against-portable tests below fail where a
+// path exists but the run did not take it (QSGD_SIMD=portable, a build
+// without it) and report a skip where the CPU truly lacks it, instead of
+// passing on two runs of the portable kernels.
+struct CpuPaths {
+  bool host = std::is_same<Exec::memory_space, Kokkos::HostSpace>::value;  // the codec runs on the host
+  bool avx512 = false;       // F, BW, DQ, VL: the Elias dense encoder
+  bool avx512_vbmi = false;  // and VBMI: the fixed-width code
+  bool rans_simd = false;    // AVX2, AVX-512 F/BW/VL, POPCNT, BMI2: the rANS SIMD decoder
+};
+
+CpuPaths cpu_paths() {
+  CpuPaths p;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  p.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  p.avx512_vbmi = p.avx512 && __builtin_cpu_supports("avx512vbmi");
+  p.rans_simd = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi2");
+#endif
+  return p;
+}
+
 // Runs f with the host SIMD paths on or off, restoring the setting after.
 template <class F>
 auto with_simd(bool on, F&& f) {
@@ -656,9 +682,14 @@ void expect_same_bits(const CodecRun& a, const CodecRun& b) {
 // and subnormal buckets. Which path ran is printed: on a CPU without the
 // SIMD instructions both runs take the portable kernels, and the line says so.
 TEST(FixedSimd, MatchesThePortableKernelsBitForBit) {
+  const CpuPaths cpu = cpu_paths();
+  if (!cpu.host) GTEST_SKIP() << "the codec runs on the device: no host path to compare";
+  if (!cpu.avx512_vbmi) GTEST_SKIP() << "this CPU lacks AVX-512 F/BW/DQ/VL/VBMI: no host SIMD path of the fixed-width code";
   const std::string isa = with_simd(true, [] { return std::string(qsgd::detail::simd::fixed_isa()); });
   std::printf("[   INFO   ] host SIMD path of the fixed-width code on this CPU: %s\n", isa.c_str());
   RecordProperty("fixed_isa", isa);
+  ASSERT_EQ(isa, "avx512-vbmi") << "the CPU has the fixed-width SIMD path but the run does not take it "
+                                   "(QSGD_SIMD=portable, or a build without QSGD_HAVE_AVX512_PATH)";
   for (std::uint64_t n : {64ull, 65ull, 200ull, 512ull, 513ull, 4113ull, 70000ull})
     for (std::uint32_t d : {0u, 1u, 64u, 100u, 512u, 5000u})
       for (std::uint32_t s : {1u, 2u, 3u, 7u, 15u, 16u, 100u, 127u, 128u})
@@ -759,6 +790,9 @@ RansShape rans_host_against_portable(std::uint64_t n, std::uint32_t d, std::uint
 // bucket and chunk sizes that are and are not multiples of the four lanes;
 // and a corrupted chunk is reported alike by both.
 TEST(RansHost, MatchesThePortableKernelsBitForBit) {
+  if (!cpu_paths().host) GTEST_SKIP() << "the codec runs on the device: no host path to compare";
+  ASSERT_TRUE(with_simd(true, [] { return qsgd::detail::rans_host::enabled(); }))
+      << "the rans host paths (scalar on every little-endian host CPU) are off (QSGD_SIMD=portable?)";
   std::printf("[   INFO   ] rans host paths: %s\n", with_simd(true, [] { return qsgd::detail::rans_host::enabled(); })
                                                       ? "on"
                                                       : "off (both runs take the portable kernels)");
@@ -797,11 +831,12 @@ TEST(RansHost, WideTablesMatchThePortableKernelsBitForBit) {
           if (table == "wide" && bucket % 4 == 0 && chunk % 4 == 0 && n / chunk >= 8) wide_precisions.insert(precision);
         }
   const std::string isa = with_simd(true, [] { return std::string(qsgd::detail::rans_host::decoder_isa()); });
-  if (isa != "avx512bw") {
-    std::printf("[   INFO   ] rans decoder on this CPU: %s (no SIMD decoder: both runs compare the scalar paths)\n",
-                isa.c_str());
-    return;
-  }
+  const CpuPaths cpu = cpu_paths();
+  if (!cpu.host) GTEST_SKIP() << "the codec runs on the device: no host path to compare";
+  if (!cpu.rans_simd)
+    GTEST_SKIP() << "this CPU lacks the rANS SIMD decoder's instructions: only the scalar host paths were compared";
+  ASSERT_EQ(isa, "avx512bw") << "the CPU has the rANS SIMD decoder but the run does not take it "
+                                "(QSGD_SIMD=portable, or a build without QSGD_RANS_SIMD)";
   EXPECT_EQ(wide_precisions, (std::set<std::uint32_t>{13, 14, 15}));
 }
 
@@ -812,9 +847,14 @@ TEST(RansHost, WideTablesMatchThePortableKernelsBitForBit) {
 // with levels above s (outside its table) too. The decoded bits follow from
 // the same words; run_codec checks them on both settings.
 TEST(EliasDenseHost, MatchesThePortableKernelsBitForBit) {
+  const CpuPaths cpu = cpu_paths();
+  if (!cpu.host) GTEST_SKIP() << "the codec runs on the device: no host path to compare";
+  if (!cpu.avx512) GTEST_SKIP() << "this CPU lacks AVX-512 F/BW/DQ/VL: no host SIMD path of the Elias dense encoder";
   const std::string isa = with_simd(true, [] { return std::string(qsgd::detail::simd::elias_dense_isa()); });
   std::printf("[   INFO   ] host SIMD path of the Elias dense encoder on this CPU: %s\n", isa.c_str());
   RecordProperty("elias_dense_isa", isa);
+  ASSERT_EQ(isa, "avx512") << "the CPU has the Elias dense SIMD path but the run does not take it "
+                              "(QSGD_SIMD=portable, or a build without QSGD_HAVE_AVX512_PATH)";
   for (std::uint64_t n : {1ull, 15ull, 16ull, 17ull, 513ull, 4113ull, 70001ull})
     for (std::uint32_t chunk : {1u, 7u, 64u, 4096u})
       for (std::uint32_t s : {1u, 2u, 7u, 16u, 31u, 32u}) {

@@ -376,7 +376,8 @@ std::vector<std::uint64_t> forge(qsgd::MessageHeader& h) {
 }
 
 // A forged elias-dense message with a valid checksum that claims n = 2^32
-// (the default Expect::max_n, so the size limit lets it through) with
+// (a receiver that raised Expect::max_n to 2^32, so the size limit lets it
+// through) with
 // d = 2^32 - 1 and chunk = max_chunk (2 buckets, 65536 chunks: 512 KiB of
 // offsets) and an empty payload. It is corrupt (the dense code needs at least
 // one bit per coordinate): the payload-floor check must say so, and every
@@ -388,7 +389,9 @@ TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
   qsgd::MessageHeader h;
   h.codec = static_cast<std::uint8_t>(CodecKind::elias_dense);
   h.norm = static_cast<std::uint8_t>(Norm::max);
-  h.n = qsgd::Expect{}.max_n;
+  qsgd::Expect big;
+  big.max_n = std::uint64_t(1) << 32;
+  h.n = big.max_n;
   h.d = 0xFFFFFFFFu;
   h.s = 16;
   h.chunk = qsgd::max_chunk;
@@ -400,27 +403,27 @@ TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_dense, 16, 64, Norm::max));
   const std::string why =
-      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
+      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes(), big); }, "validate_message");
   EXPECT_NE(why.find("too short for 4294967296 elements"), std::string::npos) << why;
   Values out("out", 1000);
   for (int k = 0; k < 2; ++k) {
     try {
-      if (k == 0) codec.decode(buf.view(), buf.bytes(), out);
-      else codec.decode_accumulate(buf.view(), buf.bytes(), 1.0f, out);
+      if (k == 0) codec.decode(buf.view(), buf.bytes(), out, big);
+      else codec.decode_accumulate(buf.view(), buf.bytes(), 1.0f, out, big);
       ADD_FAILURE() << "accepted";
     } catch (const qsgd::Error& e) {
       EXPECT_TRUE(e.code() == Errc::corrupt_message || e.code() == Errc::buffer_too_small) << e.what();
     }
   }
   Quant q;
-  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q); }, "decode(levels)");
+  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q, big); }, "decode(levels)");
 }
 
 // A 96-byte elias-sparse message with a valid checksum: n = 2^32,
 // d = chunk = 2^32 - 1 (2 buckets, 2 chunks), two payload bits (one empty
 // chunk count each). Without a bound on the chunk, every header check passed
 // and decoding allocated 2^32 levels (16 GiB) and looped 2^32 times; the
-// chunk limit (2^16) rejects it at the header.
+// chunk limit (2^16) rejects it at the header, whatever the receiver's cap on n.
 TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
   qsgd::MessageHeader h;
   h.codec = static_cast<std::uint8_t>(CodecKind::elias_sparse);
@@ -437,7 +440,11 @@ TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_sparse, 16, 64, Norm::max));
   const std::string why =
-      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
+      expect_error(Errc::corrupt_message, [&] {
+        qsgd::Expect big;
+        big.max_n = std::uint64_t(1) << 32;
+        codec.validate_message(buf.view(), buf.bytes(), big);
+      }, "validate_message");
   EXPECT_NE(why.find("chunk size 4294967295 is outside 1..65536"), std::string::npos) << why;
   Quant q;
   expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q); }, "decode(levels)");
@@ -471,6 +478,51 @@ TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
     EXPECT_EQ(code, 0) << "the forged message was not refused by all four calls, or levels were sized from it";
     EXPECT_LT(grew_mib, 100.0);
   }
+}
+
+// A well-formed elias-sparse message of 532,552 bytes that claims n = 2^32
+// in 65,536 empty chunks of max_chunk coordinates (one '0' bit each: a count
+// of zero; chunk k's payload starts at bit k). A receiver that raises
+// Expect::max_n to 2^32 gets a valid message (decoding it to levels would
+// size 2^32 of them, 16 GiB); with the library's default cap every entry
+// point refuses it at the header, before anything is sized from n.
+TEST(UntrustedInput, DefaultLimitRefusesAValidMessageOfBillionsOfZeros) {
+  qsgd::MessageHeader h;
+  h.codec = static_cast<std::uint8_t>(CodecKind::elias_sparse);
+  h.norm = static_cast<std::uint8_t>(Norm::max);
+  h.n = std::uint64_t(1) << 32;
+  h.d = 0xFFFFFFFFu;
+  h.s = 16;
+  h.chunk = qsgd::max_chunk;
+  h.nchunks = static_cast<std::uint32_t>(h.n / h.chunk);
+  h.payload_bits = h.nchunks;
+  h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
+  auto w = forge(h);
+  const qsgd::MessageLayout lay = qsgd::layout_of(h);
+  for (std::uint64_t k = 0; k < h.nchunks; ++k) w[lay.offsets_word + k] = k;
+  reseal(w, h.total_bytes);
+  ASSERT_EQ(h.total_bytes, 532552u);
+  const MsgBuf buf(w, h.total_bytes);
+  Codec codec(config(CodecKind::elias_sparse, 16, 64, Norm::max));
+  qsgd::Expect big;
+  big.max_n = h.n;
+  EXPECT_NO_THROW(codec.validate_message(buf.view(), buf.bytes(), big)) << "the forged message should be well formed";
+  EXPECT_EQ(qsgd::Expect{}.max_n, qsgd::default_max_n);
+  const std::string why =
+      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
+  EXPECT_NE(why.find("n = 4294967296 exceeds the receiver's limit 67108864"), std::string::npos) << why;
+  Quant q;
+  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q); }, "decode(levels)");
+  EXPECT_EQ(q.levels.extent(0), 0u);  // nothing was sized from the forged n
+  Values out("out", 1000);
+  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), out); }, "decode(values)");
+  expect_error(Errc::corrupt_message, [&] { codec.decode_accumulate(buf.view(), buf.bytes(), 1.0f, out); },
+               "decode_accumulate");
+  // An exact n set by the receiver replaces the cap: the exchanges decode
+  // tensors of any size they expect.
+  qsgd::Expect exact;
+  exact.n = h.n;
+  EXPECT_NO_THROW(qsgd::parse_header(w.data(), h.total_bytes, exact));
 }
 
 // Receiver expectations: a message for another n, or above a receiver's limit.

@@ -3,8 +3,9 @@
 hand, the calibration's recovery of a known alpha and beta, and the
 validation command on the committed data set.
 
-usage: test_model.py REPO"""
+usage: test_model.py REPO [TEST ...]"""
 import json
+import math
 import os
 import random
 import subprocess
@@ -16,6 +17,11 @@ REPO = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "model"))
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 import qsgd_model as qm  # noqa: E402
+
+
+def qsgd_report_module():
+    import qsgd_report
+    return qsgd_report
 
 MiB = 1 << 20
 
@@ -584,6 +590,82 @@ class Command(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn("--cores must be at least 1", r.stderr)
 
+    def make_main_job(self, tmp):
+        """A main-job directory (qsgd-sweep --predict) from the committed set:
+        the MLP's K = 1 fp32 trace, its K = 2 traces at 1 Gbit/s and a PyTorch
+        DDP trace of the committed sweep beside them; calibration/ holds the
+        set's kernel rates, machine, bursts and unshaped and 1 Gbit/s fits,
+        and its unshaped fit again as the shared-memory (local) one."""
+        import shutil
+        steps = step_files(self.DATA)
+        cal = os.path.join(tmp, "calibration")
+        os.makedirs(cal)
+        names = ["mlp-local-K1-allreduce-fp32.h5"] + sorted(n for n in steps if n.startswith("mlp-1gbit-K2-"))
+        for n in names:
+            shutil.copy(steps[n], os.path.join(tmp, n))
+        shutil.copy(os.path.join(REPO, "results", "reference", "sweep", "mlp-1gbit-K2-ddp-fp32.h5"), tmp)
+        for f in ("kernels.json", "machine.json", "links.json", "fit-unshaped.json", "fit-1gbit.json"):
+            shutil.copy(os.path.join(self.DATA, f), os.path.join(cal, f))
+        shutil.copy(os.path.join(self.DATA, "fit-unshaped.json"), os.path.join(cal, "fit-local.json"))
+        return names[1:]
+
+    def test_predict_reads_a_main_job_with_its_own_calibration(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            k2 = self.make_main_job(tmp)
+            r = self.run_model("predict", tmp, "--json", os.path.join(tmp, "model.json"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(tmp, "model.json")) as f:
+                doc = json.load(f)
+            plots = qsgd_report_module().load_script(os.path.join(REPO, "benchmarks", "scaling", "qsgd-plots"),
+                                                     "qsgd_plots")
+            rows = plots.load_rows([tmp])
+            curves = plots.load_curves([tmp], rows)
+        # Every K = 2 trace of the suite, none of the peer's.
+        self.assertEqual(sorted(x["file"] for x in doc["steps"]), k2)
+        for x in doc["steps"]:
+            self.assertAlmostEqual(x["error"], x["predicted_s"] / x["measured_s"] - 1.0, places=12)
+            self.assertEqual(x["within_spread"], abs(x["error"]) <= x["step_spread"])
+            self.assertEqual("off" in next(l for l in r.stdout.splitlines() if x["name"] in l and "1gbit" in l),
+                             not x["within_spread"])
+        # Shared memory is fitted on its own rows as an unshaped host link.
+        with open(os.path.join(self.DATA, "fit-unshaped.json")) as f:
+            rows_u = [(x["count"], x["ranks"], x["time_median_s"]) for x in json.load(f)["rows"]
+                      if x["strategy"] == "allreduce" and x["transport"] == "ring"]
+        with open(os.path.join(self.DATA, "kernels.json")) as f:
+            rates = qm.Rates.from_kernels_json(json.load(f))
+        local = next(x for x in doc["links"] if x["rate"] == "local")
+        want = qm.fit_host(rows_u, rates, doc["cores"])
+        self.assertAlmostEqual(local["link"]["gamma_s_per_byte"], want.gamma, delta=1e-9 * want.gamma)
+        # A curve per configuration but the fp32 ring at K = 2, each break-even on the curve's side of 1%.
+        self.assertEqual(sorted(c["name"] for c in doc["curves"]),
+                         sorted(x["name"] for x in doc["steps"] if x["strategy"] != "allreduce"))
+        for c in doc["curves"]:
+            pb = c["pays_below_gbit"]
+            for g, sp in zip(c["gbit"], c["speedup"]):
+                if pb is None or pb == 0:
+                    self.assertEqual(sp > 1.0 + qm.PAYS, pb is None, "%s at %g" % (c["name"], g))
+                elif abs(math.log(g / pb)) > 0.01:
+                    self.assertEqual(sp > 1.0 + qm.PAYS, g < pb, "%s at %g Gbit/s, break-even %g" % (c["name"], g, pb))
+        # qsgd-plots finds each curve's configuration among the traces.
+        self.assertEqual(sorted(curves), sorted(c["name"] for c in doc["curves"]))
+
+    def test_predict_names_what_it_lacks(self):
+        import shutil
+        with tempfile.TemporaryDirectory() as tmp:
+            self.make_main_job(tmp)
+            r = self.run_model("predict", tmp, "--calibration", os.path.join(tmp, "nowhere"))
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("nowhere: no calibration directory", r.stderr)
+            os.remove(os.path.join(tmp, "calibration", "fit-unshaped.json"))
+            r = self.run_model("predict", tmp)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("no fit-unshaped.json", r.stderr)
+            shutil.copy(os.path.join(self.DATA, "fit-unshaped.json"), os.path.join(tmp, "calibration"))
+            os.remove(os.path.join(tmp, "mlp-local-K1-allreduce-fp32.h5"))
+            r = self.run_model("predict", tmp)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("no K = 1 fp32 allreduce trace", r.stderr)
+
     def test_a_missing_directory_is_named(self):
         r = self.run_model("fit", "/nonexistent/model-data")
         self.assertEqual(r.returncode, 2)
@@ -591,4 +673,4 @@ class Command(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0], "-v"])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[1:])

@@ -192,6 +192,35 @@ TEST_F(Idx, ClassificationPairChecksShapes) {
                     {big_label, "label 3 of sample 2"});
 }
 
+// A crafted 1 MB Fashion-MNIST image file: 1 x 1 x 2^30 pixels, the header
+// followed by 1 MiB of zeros, gzipped. Under the reader's 1 GiB default it
+// would pass the header and cost about 5 GiB (bytes, then floats) per rank;
+// with the limit the expected shape implies (10,000 x 28 x 28 bytes) it is
+// refused at the header, in a child whose peak RSS grows by under 100 MB.
+// A file of the right size but the wrong shape is refused before any
+// conversion, naming the shape.
+TEST_F(Idx, FashionMnistCraftedShapesAreRefusedBeforeConverting) {
+  write_bomb("t10k-images-idx3-ubyte.gz", idx({1, 1, 1u << 30}, {}), 1);
+  write("t10k-labels-idx1-ubyte", idx({10000}, Bytes(10000, 1)));
+  const auto [code, grew_mib] = qsgd_test::in_child([&] {
+    try {
+      load_fashion_mnist(dir_, Split::test);
+    } catch (const DataError& e) {
+      const std::string w = e.what();
+      return w.find("more than the limit of 7840000 data bytes") != std::string::npos &&
+             w.find("Fashion-MNIST t10k has 10000 images of 28 x 28") != std::string::npos;
+    }
+    return false;
+  });
+  EXPECT_EQ(code, 0) << "the crafted image file was not refused at its header with the expected message";
+  EXPECT_LT(grew_mib, 100.0);
+  write("t10k-images-idx3-ubyte", idx({10000, 784, 1}, Bytes(10000 * 784, 7)));
+  expect_data_error([&] { load_fashion_mnist(dir_, Split::test); },
+                    {dir_ + "/t10k-images-idx3-ubyte", "images are 784 x 1, not 28 x 28"});
+  write("t10k-images-idx3-ubyte", idx({9999, 28, 28}, Bytes(9999 * 784, 7)));
+  expect_data_error([&] { load_fashion_mnist(dir_, Split::test); }, {"9999 images, expected 10000"});
+}
+
 TEST_F(Idx, FashionMnistMissingDirectoryNamesThePath) {
   expect_data_error([&] { load_fashion_mnist(dir_, Split::test); },
                     {dir_ + "/t10k-images-idx3-ubyte", ".gz", "dataset-fashion-mnist"});
@@ -314,6 +343,14 @@ TEST(Corpus, DebianLicenseTexts) {
   EXPECT_EQ(train.size(), (train.tokens.size() - 1) / 32);
   EXPECT_GT(val.size(), 100u);
   EXPECT_EQ(train.tokens.size() + val.tokens.size(), c.tokens.size());
+}
+
+TEST(Corpus, ALimitRefusesALargerCorpusNamingTheFile) {
+  const auto paths = default_corpus_paths();
+  const std::size_t first = load_text_corpus({paths[0]}).text.size();
+  EXPECT_EQ(load_text_corpus({paths[0]}, first).text.size(), first);  // exactly at the limit
+  expect_data_error([&] { load_text_corpus({paths[0]}, first - 1); }, {paths[0], "more than the limit of"});
+  expect_data_error([&] { load_text_corpus({paths[0], paths[1]}, first + 10); }, {paths[1], "more than the limit"});
 }
 
 TEST(Corpus, MissingFileNamesThePath) {

@@ -11,6 +11,7 @@
 #   peer_parity.sh MPIRUN TRAIN PEER_INPUTS DDP_YARDSTICK
 set -euo pipefail
 mpirun="$1" train="$2" inputs_prog="$3" ddp="$4"
+. "$(dirname "$0")/../../scripts/openmpi-env.sh"  # root: Open MPI's opt-in, as every MPI test
 work="$(mktemp -d /tmp/qsgd-peer-parity.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export OPENBLAS_NUM_THREADS=1

@@ -203,6 +203,38 @@ def check_in_flight(g, err):
 
 
 
+def check_ceiling():
+    """With the sweep's measured link ceiling beside a trace
+    (calibration/ceiling-1gbit-K2.json, 0.0625 GB/s: half the nominal rate),
+    link time doubles, hidden is bounded by it, and the link bound is judged
+    against it: slow-s4's exposed 0.02 s is then exactly its link time."""
+    with tempfile.TemporaryDirectory(prefix="qsgd-summary-ceiling.") as d:
+        write_trace(os.path.join(d, "slow.h5"), config(4, "allreduce", "fp32"), epoch_time=10.0, exposed=0.02,
+                    in_flight=0.01)
+        write_trace(os.path.join(d, "q4.h5"), config(4, "scatter-reduce", "fixed"), epoch_time=5.0, exposed=0.002,
+                    in_flight=[0.05, 0.004])
+        os.makedirs(os.path.join(d, "calibration"))
+        with open(os.path.join(d, "calibration", "ceiling-1gbit-K2.json"), "w") as f:
+            json.dump({"ceiling": {"GBps": LINK_BPS / 2 / 1e9}}, f)
+        out, err = run("--json", d)
+        runs = {os.path.basename(r["file"])[:-3]: r for r in json.loads(out)["runs"]}
+        for r in runs.values():
+            check(close(r["link_ceiling_Bps"], LINK_BPS / 2) and close(r["link_time"], 0.02),
+                  "%s: link time at the measured ceiling, 0.02 s (got %s at %s B/s)"
+                  % (r["file"], r["link_time"], r["link_ceiling_Bps"]))
+        check(close(runs["slow"]["link_bound"], 1.0) and runs["slow"]["link_bound_violated"] is False,
+              "slow: exposed 0.02 s of 0.02 s at the ceiling passes (got %s)" % runs["slow"]["link_bound"])
+        # q4 rank 0: hidden min(0.05, 0.02 - 0.002) = 0.018; rank 1: 0.004.
+        check(close(runs["q4"]["hidden"], (0.018 + 0.004) / 2),
+              "q4: hidden bounded by the link time at the ceiling (got %s)" % runs["q4"]["hidden"])
+        check("warning" not in err, "no link-bound warning at the ceiling (got %s)" % err.strip())
+        with open(os.path.join(d, "calibration", "ceiling-1gbit-K2.json"), "w") as f:
+            f.write("{}")
+        p = subprocess.run([sys.executable, SUMMARY, d], capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0 and "ceiling-1gbit-K2.json: no link ceiling" in p.stderr,
+              "a ceiling file without a ceiling is named (got %d: %s)" % (p.returncode, p.stderr.strip()[-200:]))
+
+
 def check_text(d):
     # --- the text table ---
     out, err = run("--target", "0.85", d)
@@ -307,6 +339,7 @@ def main():
         check_text(d)
     check_functions()
     check_reading()
+    check_ceiling()
 
     return verdict("test_qsgd_summary", SUMMARY)
 

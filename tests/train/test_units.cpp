@@ -3,8 +3,11 @@
 // (round trip of every field, each mismatch named, the size checked before
 // anything is read) and the trace reader on older traces. The end-to-end
 // checks of qsgd-train are the shell tests next to this file.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <csignal>
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "qsgd/support/durable_file.hpp"
 #include "qsgd/train/checkpoint.hpp"
 #include "qsgd/train/options.hpp"
 #include "qsgd/train/trace.hpp"
@@ -196,6 +200,65 @@ std::string load_error(const std::string& path, std::uint64_t hash, std::uint64_
 }
 
 }  // namespace
+
+// Durable replacement (qsgd/support/durable_file.hpp): every writer gets
+// its own temporary name, a save leaves nothing but the checkpoint in its
+// directory, and a checkpoint whose directory is gone fails naming the path
+// without leaving a temporary file behind.
+TEST(Checkpoint, SavesThroughAUniqueTemporaryAndLeavesNothingElse) {
+  const std::string dir = ::testing::TempDir() + "qsgd-durable-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string path = dir + "/run.ckpt";
+  const std::string a = qsgd::support::temporary_name(path), b = qsgd::support::temporary_name(path);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.rfind(path + ".tmp.", 0), 0u) << a;
+  EXPECT_EQ(qsgd::support::directory_of(path), dir);
+  EXPECT_EQ(qsgd::support::directory_of("run.ckpt"), ".");
+  EXPECT_EQ(qsgd::support::directory_of("/run.ckpt"), "/");
+  const qt::CheckpointState st = sample_state(9, 3);
+  qt::save_checkpoint(path, st);
+  qt::save_checkpoint(path, st);  // replaces the first
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+    ::closedir(d);
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"run.ckpt"});
+  EXPECT_EQ(qt::load_checkpoint(path, st.config_hash, 9, 3).step, st.step);
+  std::remove(path.c_str());
+  ASSERT_EQ(::rmdir(dir.c_str()), 0);
+  try {
+    qt::save_checkpoint(path, st);
+    ADD_FAILURE() << "saved into a directory that does not exist";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create " + path + ".tmp."), std::string::npos) << e.what();
+  }
+  // A rename that fails (the target is a non-empty directory) removes the temporary file.
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(path.c_str(), 0700), 0);
+  const std::string keep = path + "/x";
+  std::FILE* f = std::fopen(keep.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  try {
+    qt::save_checkpoint(path, st);
+    ADD_FAILURE() << "renamed over a non-empty directory";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint: cannot rename " + path + ".tmp."), std::string::npos)
+        << e.what();
+  }
+  names.clear();
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+    ::closedir(d);
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"run.ckpt"});  // the directory in the way, no temporary file
+  std::remove(keep.c_str());
+  ::rmdir(path.c_str());
+  ::rmdir(dir.c_str());
+}
 
 TEST(Checkpoint, RoundTripsEveryFieldAndEveryRanksTotals) {
   const TempPath f;

@@ -1,5 +1,6 @@
 #include "qsgd/train/checkpoint.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "qsgd/kernels/crc32c.hpp"
+#include "qsgd/support/durable_file.hpp"
 
 namespace qsgd::train {
 namespace {
@@ -67,14 +69,20 @@ void save_checkpoint(const std::string& path, const CheckpointState& st) {
   put(b, st.feedback_mean.data(), 4 * st.feedback_mean.size());
   put(b, st.exchange_state.data(), 4 * st.exchange_state.size());
   put(b, qsgd::detail::crc32c_bytes_host(b.data(), b.size()));
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = qsgd::support::temporary_name(path);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("checkpoint: cannot create " + tmp);
+  if (!f) throw std::runtime_error("checkpoint: cannot create " + tmp + ": " + std::strerror(errno));
   const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok) throw std::runtime_error("checkpoint: writing " + tmp + " failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("checkpoint: cannot rename " + tmp + " to " + path);
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("checkpoint: writing " + tmp + " failed (disk full?); " + path + " is unchanged");
+  }
+  try {
+    qsgd::support::durable_rename(tmp, path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("checkpoint: ") + e.what());
+  }
 }
 
 CheckpointState load_checkpoint(const std::string& path, std::uint64_t expect_hash, std::uint64_t expect_n,

@@ -10,6 +10,8 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+
+#include "qsgd/support/durable_file.hpp"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -368,7 +370,22 @@ std::string read_string_attr(hid_t attr, const std::string& what, const std::str
 }  // namespace
 
 void TraceWriter::flush() {
-  const std::string tmp = path_ + ".tmp";
+  const std::string tmp = qsgd::support::temporary_name(path_);
+  try {
+    write_file(tmp);
+    seal(tmp);
+  } catch (...) {
+    std::remove(tmp.c_str());  // the last complete trace stays under path_
+    throw;
+  }
+  try {
+    qsgd::support::durable_rename(tmp, path_);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+}
+
+void TraceWriter::write_file(const std::string& tmp) const {
   {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "file creation properties");
     if (H5Pset_userblock(fcpl.id, checksum_block_bytes) < 0) fail("cannot reserve the checksum block");
@@ -423,8 +440,6 @@ void TraceWriter::flush() {
     write_dataset(epochs.id, "test_accuracy", acc, ne, 0, "1", "fraction of the test set classified correctly");
     if (H5Fflush(file.id, H5F_SCOPE_GLOBAL) < 0) fail("flushing " + tmp);
   }
-  seal(tmp);
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp + " to " + path_);
 }
 
 void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned long long cols,

@@ -223,6 +223,10 @@ struct Trainer::Impl {
   // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
   // global step N (after any checkpoint due at N), as a job killed there would be.
   std::uint64_t crash_after = 0;
+  // Test hook: QSGD_TEST_NAN_LOSS=R:N makes rank R's loss NaN at global step
+  // N, a condition of one rank that every rank must agree on before aborting.
+  int nan_rank = -1;
+  std::uint64_t nan_step = 0;
   // Evaluation: the training time it reports excludes evaluations.
   double train_time = 0;  // this rank's training wall time (steps only)
   std::int64_t last_eval_step = -1;
@@ -272,6 +276,13 @@ struct Trainer::Impl {
                          : std::make_unique<qm::BatchLoader>(data.train, o.batch);
     const char* crash_env = std::getenv("QSGD_TEST_CRASH_AFTER_STEP");
     crash_after = crash_env && *crash_env ? support::parse_count("QSGD_TEST_CRASH_AFTER_STEP", crash_env) : 0;
+    if (const char* e = std::getenv("QSGD_TEST_NAN_LOSS"); e && *e) {
+      const std::string v = e;
+      const auto colon = v.find(':');
+      if (colon == std::string::npos) throw std::invalid_argument("QSGD_TEST_NAN_LOSS must be RANK:STEP, got '" + v + "'");
+      nan_rank = static_cast<int>(support::parse_count("QSGD_TEST_NAN_LOSS", v.substr(0, colon), 0, 1u << 20));
+      nan_step = support::parse_count("QSGD_TEST_NAN_LOSS", v.substr(colon + 1));
+    }
     if (rank == 0 && !o.quiet)
       std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs, %zu buckets\n",
                    o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer->buckets().size());
@@ -513,6 +524,21 @@ struct Trainer::Impl {
     Kokkos::fence();
   }
 
+  // A non-finite loss is one rank's condition: the ranks agree on it (a max
+  // over ranks of K - the lowest failing rank, one double per step, in the
+  // step's time but in none of its phases) before all of them abort with the same code and
+  // message, instead of one rank entering the abort's barrier while the
+  // others post the step record's gather.
+  void check_loss() {
+    double bad = std::isfinite(rec.loss) ? 0.0 : static_cast<double>(K - rank);
+    comm.allreduce_max(&bad, 1, at("loss check allreduce", step));
+    if (bad > 0)
+      comm.abort(exit_loss_not_finite,
+                 "loss is not finite at step " + std::to_string(step) + " on rank " +
+                     std::to_string(K - static_cast<int>(bad)),
+                 true);
+  }
+
   // One step: forward, backward with the hooks, wait, update; fills rec and
   // gathers it to the trace.
   void run_step(std::uint64_t epoch, std::uint64_t b) {
@@ -536,6 +562,7 @@ struct Trainer::Impl {
     }
     rec.forward = seconds_since(t0);
     rec.loss = model->loss();
+    if (rank == nan_rank && step == nan_step) rec.loss = std::numeric_limits<double>::quiet_NaN();
     bucketer->begin_step(step);
     hook_s = 0;
     t0 = Clock::now();
@@ -553,6 +580,7 @@ struct Trainer::Impl {
       for (std::size_t t = 0; t < tensors.size(); ++t) wait(t);
     }
     record_exchange(t_step);
+    check_loss();
     t0 = Clock::now();
     {
       qsgd::prof::Scope r("optim/update");
@@ -560,8 +588,6 @@ struct Trainer::Impl {
     }
     rec.update = seconds_since(t0);
     rec.step_time = seconds_since(t_step);
-    if (!std::isfinite(rec.loss))
-      comm.abort(exit_loss_not_finite, "loss is not finite at step " + std::to_string(step), true);
     gather.add_step(rec, step, trace.get());
   }
 

@@ -74,13 +74,18 @@ MessageHeader make_header(const CodecConfig& cfg, std::uint64_t n, QuantizerKind
 // Upper bound of the encoded size of n elements, in bytes (for buffers).
 std::size_t max_message_bytes(const CodecConfig& cfg, std::uint64_t n);
 
+// The largest n a receiver accepts unless it says otherwise (Expect): 2^26
+// coordinates, 256 MiB of fp32 values or int32 levels, above the largest
+// tensor of the suite's models and the kernel benchmarks' default sizes.
+constexpr std::uint64_t default_max_n = std::uint64_t(1) << 26;
+
 // Expectations a receiver imposes on an untrusted message. A receiver that
-// knows n should say so; the default cap keeps a forged header from making the
-// decoder allocate or loop over more than 2^32 elements (raise it explicitly
-// for larger tensors, up to max_elements).
+// knows n says so (exact; max_n then does not apply), as every exchange does.
+// Otherwise max_n caps what a forged header can make the decoder allocate or
+// loop over: default_max_n unless the caller raises it (up to max_elements).
 struct Expect {
-  std::uint64_t n = ~std::uint64_t(0);            // exact element count, if set
-  std::uint64_t max_n = std::uint64_t(1) << 32;   // upper bound when n is not fixed
+  std::uint64_t n = ~std::uint64_t(0);  // exact element count, if set
+  std::uint64_t max_n = default_max_n;  // upper bound when n is not fixed
 };
 
 // Reads and validates a header from untrusted bytes: magic, version, known

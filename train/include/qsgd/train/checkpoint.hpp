@@ -19,8 +19,10 @@
 //   | u32 CRC32C of everything before it.
 // Error feedback's state differs per rank, so rank 0 gathers it; on resume
 // every rank keeps its own (the file is read whole to check its checksum).
-// Written to "<path>.tmp", flushed and renamed over <path>: a run killed at
-// any moment leaves the previous complete checkpoint or the new one.
+// Written to a temporary file beside <path> (a name no other writer uses),
+// synced, renamed over <path>, and the directory synced
+// (qsgd/support/durable_file.hpp): a run killed at any moment, or a node that
+// loses power, leaves the previous complete checkpoint or the new one.
 
 #include <cstdint>
 #include <string>

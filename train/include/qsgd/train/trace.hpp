@@ -3,10 +3,12 @@
 // docs/traces.md). Rank 0 owns the file; other ranks send their records to it.
 //
 // Crash safety: the file is never open while the run goes on. Each flush
-// writes the whole trace (every raw sample so far) to "<path>.tmp", closes it
-// and renames it over <path>; rename is atomic, so a run killed at any moment
-// leaves either the previous complete file or the new complete file, each
-// readable by h5dump and holding every step up to its flush.
+// writes the whole trace (every raw sample so far) to a temporary file beside
+// it (a name no other writer uses), closes and syncs it, renames it over
+// <path> and syncs the directory (qsgd/support/durable_file.hpp); rename is
+// atomic, so a run killed at any moment, or a node that loses power, leaves
+// either the previous complete file or the new complete file, each readable
+// by h5dump and holding every step up to its flush.
 
 #include <cstddef>
 #include <cstdint>
@@ -124,6 +126,7 @@ class TraceWriter {
   const std::string& path() const { return path_; }
 
  private:
+  void write_file(const std::string& tmp) const;  // the whole trace into tmp (flush: then sealed and renamed)
   void load(Check check);
   // hid_t, hsize_t; file_bytes: the file's size, which bounds what it can hold
   void load_buckets(long long file, unsigned long long rows, unsigned long long cols, unsigned long long file_bytes);

@@ -32,9 +32,19 @@ std::string find_idx_file(const std::string& dir, const std::string& stem);
 
 LabeledDataset load_fashion_mnist(const std::string& dir, Split split, bool standardize = true);
 
+// The shape a caller expects of an image file: n images of rows x cols
+// (0: any). The readers are given the byte counts it implies as their
+// limit, so a file that claims more is refused at its header, and the shape
+// is checked before anything is converted to floats.
+struct IdxImagesShape {
+  std::size_t n = 0, rows = 0, cols = 0;
+};
+
 // Builds a labelled dataset from an image file and a label file (IDX,
-// gzipped or not), with the checks above but any image size.
+// gzipped or not), with the checks above, for the shape `expect` (any
+// image size by default).
 LabeledDataset load_idx_classification(const std::string& images_path, const std::string& labels_path,
-                                       std::size_t classes, bool standardize, float mean, float stddev);
+                                       std::size_t classes, bool standardize, float mean, float stddev,
+                                       const IdxImagesShape& expect = {});
 
 }  // namespace qsgd::models

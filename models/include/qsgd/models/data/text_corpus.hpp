@@ -24,8 +24,15 @@ struct TextCorpus {
   std::vector<int> tokens;           // text as token ids
 };
 
+// Default limit on a corpus's total size: 64 MiB of text (the default corpus
+// is about 0.2 MB). The text is held once as bytes and once as int tokens.
+constexpr std::size_t text_corpus_default_max_bytes = std::size_t(64) << 20;
+
 std::vector<std::string> default_corpus_paths();
-TextCorpus load_text_corpus(const std::vector<std::string>& paths);
+// Reads the files in pieces and refuses (DataError naming the file) a corpus
+// whose files hold more than max_bytes together, before reading past it.
+TextCorpus load_text_corpus(const std::vector<std::string>& paths,
+                            std::size_t max_bytes = text_corpus_default_max_bytes);
 
 // Windows of seq_len (dataset.hpp) over tokens [begin, end) of the corpus,
 // with begin/end given as fractions of its length (e.g. 0..0.9 for training,

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Measures on this machine what qsgd-model is calibrated on (docs/model.md),
+# into DIR (created if missing; the files below replaced, nothing else
+# touched):
+#
+#   kernels.json       qsgd-bench-kernels at n = 2^20 (an allgather piece) and 2^22
+#                      (the exchanges' size), one core, 3 repetitions: the coding rates
+#   fit-LINK.json      fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at 100mbit
+#                      and below), one file per link: alpha and the cost per byte are
+#                      fitted on these rows only
+#   ceiling-RATE-K<K>.json  per emulated rate and K of --ranks: the link ceiling the
+#                      ranks reach together (qsgd-bench-exchange's ring of sends, 64 MiB),
+#                      below the nominal rate where K ranks share the cores; qsgd-summary
+#                      bounds hidden time by the link time at this ceiling
+#   links.json         the tbf burst of every emulated link (netlab.sh --burst-of)
+#   machine.json       CPU, cores, compiler, MPI
+#
+#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--build DIR]
+#     --out DIR     where the files go (required)
+#     --link LIST   links to fit (local,unshaped,1gbit): local (shared memory),
+#                   unshaped, <N>gbit, <N>mbit (emulated: netlab.sh). A rate
+#                   needs unshaped, the host stack it runs over: added when missing
+#     --ranks LIST  K values whose link ceiling is measured on each emulated rate (2)
+#     --build DIR   build tree with benchmarks/qsgd-bench-kernels and
+#                   benchmarks/qsgd-bench-exchange (default build/release)
+#     -h, --help    this text
+#
+# About 20 s for the kernels and 10-40 s per link on a 2-core machine. Needs
+# root for emulated links (network namespaces). Run on an otherwise idle
+# machine: the numbers are timings.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out=""
+links="local,unshaped,1gbit"
+ranks="2"
+build="$root/build/release"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="${2:?--out needs a directory}"; shift 2 ;;
+    --link) links="${2:?--link needs a list}"; shift 2 ;;
+    --ranks) ranks="${2:?--ranks needs a list}"; shift 2 ;;
+    --build) build="${2:?--build needs a directory}"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) echo "calibrate.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$out" ] || { echo "calibrate.sh: --out DIR is required (see --help)" >&2; exit 2; }
+bin="$build/benchmarks"
+net="$root/benchmarks/scaling/netlab.sh"
+for p in qsgd-bench-kernels qsgd-bench-exchange; do
+  [ -x "$bin/$p" ] || { echo "calibrate.sh: $bin/$p missing (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
+done
+IFS=, read -r -a link_list <<< "$links"
+shaped=0
+for l in "${link_list[@]}"; do
+  case "$l" in
+    local|unshaped) ;;
+    [1-9]*gbit|[1-9]*mbit) shaped=1 ;;
+    *) echo "calibrate.sh: link '$l' is not local, unshaped, <N>gbit or <N>mbit" >&2; exit 2 ;;
+  esac
+done
+if [ "$shaped" = 1 ] && [[ ",$links," != *",unshaped,"* ]]; then link_list+=(unshaped); fi
+. "$root/scripts/openmpi-env.sh"
+export OPENBLAS_NUM_THREADS=1
+mkdir -p "$out"
+"$root/benchmarks/report/machine-info" > "$out/machine.json"
+
+taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true \
+  --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
+  --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1 \
+  || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/kernels.txt" >&2; exit 1; }
+echo "calibrate.sh: kernel rates in $out/kernels.json" >&2
+
+{
+  sep="{"
+  for l in "${link_list[@]}"; do
+    [ "$l" = local ] && continue
+    printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$l" "$("$net" --burst-of "$l")"
+    sep=","
+  done
+  [ "$sep" = "{" ] && printf '{'
+  printf '\n}\n'
+} > "$out/links.json"
+
+for l in "${link_list[@]}"; do
+  top=64M
+  case "$l" in [1-9]*mbit) top=16M ;; esac
+  args=(-b 64K -e "$top" -f 4 -w 2 -n 10 --strategies allreduce --transports ring -o "$out/fit-$l.json")
+  if [ "$l" = local ]; then
+    mpirun -np 2 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
+  else
+    "$net" --nodes 2 --rate "$l" -- "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
+  fi || { echo "calibrate.sh: the $l exchange benchmark failed; its output: $out/fit-$l.txt" >&2; exit 1; }
+  echo "calibrate.sh: $l fitted rows in $out/fit-$l.json" >&2
+done
+
+IFS=, read -r -a k_list <<< "$ranks"
+for l in "${link_list[@]}"; do
+  case "$l" in local|unshaped) continue ;; esac
+  for k in "${k_list[@]}"; do
+    [[ "$k" =~ ^[0-9]+$ ]] || { echo "calibrate.sh: --ranks takes whole numbers, got '$k'" >&2; exit 2; }
+    [ "$k" -ge 2 ] || continue  # one rank sends nothing
+    "$net" --nodes "$k" --rate "$l" -- "$bin/qsgd-bench-exchange" -b 64K -e 64K -w 1 -n 2 --strategies allreduce \
+      --transports ring -o "$out/ceiling-$l-K$k.json" > "$out/ceiling-$l-K$k.txt" 2>&1 \
+      || { echo "calibrate.sh: the $l K = $k ceiling run failed; its output: $out/ceiling-$l-K$k.txt" >&2; exit 1; }
+    echo "calibrate.sh: $l K = $k link ceiling in $out/ceiling-$l-K$k.json" >&2
+  done
+done
