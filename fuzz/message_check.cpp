@@ -31,14 +31,9 @@ Outcome attempt(Api a, F&& f) {
   return o;
 }
 
-}  // namespace
-
-MessageChecker::MessageChecker() : codec_(qsgd::CodecConfig{}) {}
-
-void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t bytes, const qsgd::Expect& expect,
-                           bool canonical) {
-  // 1. The size bound and the library's default cap, with the default Expect
-  //    (n up to qsgd::default_max_n).
+// 1. The size bound and the library's default cap, with the default Expect
+//    (n up to qsgd::default_max_n).
+void check_size_bound(const std::vector<std::uint64_t>& words, std::size_t bytes) {
   qsgd::MessageHeader h{};
   bool parsed = false;
   try {
@@ -56,6 +51,15 @@ void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t 
                     "parse_header accepted n = " << h.n << " with the default Expect, above default_max_n = "
                                                  << qsgd::default_max_n);
   }
+}
+
+}  // namespace
+
+MessageChecker::MessageChecker() : codec_(qsgd::CodecConfig{}) {}
+
+void MessageChecker::check(const std::vector<std::uint64_t>& words, std::size_t bytes, const qsgd::Expect& expect,
+                           bool canonical) {
+  check_size_bound(words, bytes);
 
   // 2. With the receiver's expectations.
   qsgd::MessageHeader hx{};

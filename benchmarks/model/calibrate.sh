@@ -25,7 +25,7 @@
 #                   benchmarks/qsgd-bench-exchange (default build/release)
 #     -h, --help    this text
 #
-# About 20 s for the kernels and 10-40 s per link on a 2-core machine. Needs
+# About 100 s for the kernels and 10-40 s per link and K on a 2-core machine. Needs
 # root for emulated links (network namespaces). Run on an otherwise idle
 # machine: the numbers are timings.
 set -euo pipefail
@@ -76,7 +76,8 @@ echo "calibrate.sh: kernel rates in $out/kernels.json" >&2
   sep="{"
   for l in "${link_list[@]}"; do
     [ "$l" = local ] && continue
-    printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$l" "$("$net" --burst-of "$l")"
+    burst="$("$net" --burst-of "$l")"
+    printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$l" "$burst"
     sep=","
   done
   [ "$sep" = "{" ] && printf '{'
@@ -101,7 +102,8 @@ for l in "${link_list[@]}"; do
   for k in "${k_list[@]}"; do
     [[ "$k" =~ ^[0-9]+$ ]] || { echo "calibrate.sh: --ranks takes whole numbers, got '$k'" >&2; exit 2; }
     [ "$k" -ge 2 ] || continue  # one rank sends nothing
-    "$net" --nodes "$k" --rate "$l" -- "$bin/qsgd-bench-exchange" -b 64K -e 64K -w 1 -n 2 --strategies allreduce \
+    # The benchmark's ceiling moves min(-e, 64 MiB): one 64 MiB fp32 ring beside it.
+    "$net" --nodes "$k" --rate "$l" -- "$bin/qsgd-bench-exchange" -b 64M -e 64M -w 0 -n 1 --strategies allreduce \
       --transports ring -o "$out/ceiling-$l-K$k.json" > "$out/ceiling-$l-K$k.txt" 2>&1 \
       || { echo "calibrate.sh: the $l K = $k ceiling run failed; its output: $out/ceiling-$l-K$k.txt" >&2; exit 1; }
     echo "calibrate.sh: $l K = $k link ceiling in $out/ceiling-$l-K$k.json" >&2

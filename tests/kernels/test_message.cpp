@@ -446,8 +446,10 @@ TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
         codec.validate_message(buf.view(), buf.bytes(), big);
       }, "validate_message");
   EXPECT_NE(why.find("chunk size 4294967295 is outside 1..65536"), std::string::npos) << why;
+  qsgd::Expect big;  // a receiver that raised its cap: the chunk bound must still refuse it
+  big.max_n = std::uint64_t(1) << 32;
   Quant q;
-  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q); }, "decode(levels)");
+  expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q, big); }, "decode(levels)");
   EXPECT_EQ(q.levels.extent(0), 0u);  // nothing was sized from the forged n
   // Peak memory, measured: validating and decoding it (levels, values,
   // accumulate) in a child grows the child's peak resident set by under
@@ -463,10 +465,10 @@ TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
       int refused = 0;
       for (int k = 0; k < 4; ++k) {
         try {
-          if (k == 0) codec.validate_message(buf.view(), buf.bytes());
-          if (k == 1) codec.decode(buf.view(), buf.bytes(), lv);
-          if (k == 2) codec.decode(buf.view(), buf.bytes(), out);
-          if (k == 3) codec.decode_accumulate(buf.view(), buf.bytes(), 1.0f, out);
+          if (k == 0) codec.validate_message(buf.view(), buf.bytes(), big);
+          if (k == 1) codec.decode(buf.view(), buf.bytes(), lv, big);
+          if (k == 2) codec.decode(buf.view(), buf.bytes(), out, big);
+          if (k == 3) codec.decode_accumulate(buf.view(), buf.bytes(), 1.0f, out, big);
         } catch (const qsgd::Error& e) {
           // Refused as corrupt (the header's chunk size), or, for the fixed
           // output, as too small for the claimed n: never decoded.

@@ -50,7 +50,10 @@ inline void durable_rename(const std::string& tmp, const std::string& path) {
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (rc != 0) throw std::runtime_error("cannot sync directory " + dir + ": " + std::strerror(err));
+  // Some network and FUSE file systems cannot sync a directory (EINVAL,
+  // ENOTSUP): the rename stands there as the file system makes it durable.
+  if (rc != 0 && err != EINVAL && err != ENOTSUP)
+    throw std::runtime_error("cannot sync directory " + dir + ": " + std::strerror(err));
 }
 
 }  // namespace qsgd::support
