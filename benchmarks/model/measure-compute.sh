@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compute of a rank when K ranks share this machine's cores, without a
 # network: for each K of --ranks, K one-rank qsgd-train runs started at once,
-# each writing DIR/NAME-K<K>-copy<I>.h5 (and its .log). qsgd-model reads the
+# each writing DIR/NAME-K<K>-copy<I>.h5 (and its .log; copies of an earlier
+# measurement of the same NAME and K are replaced). qsgd-model reads the
 # folder as the compute of its step predictions (docs/model.md).
 #
 #   benchmarks/model/measure-compute.sh --out DIR --name NAME [--ranks LIST] [--build DIR] -- QSGD-TRAIN-ARGS
@@ -35,6 +36,7 @@ mkdir -p "$out"
 IFS=, read -r -a k_list <<< "$ranks"
 for k in "${k_list[@]}"; do
   [[ "$k" =~ ^[1-9][0-9]*$ ]] || { echo "measure-compute.sh: --ranks takes positive whole numbers, got '$k'" >&2; exit 2; }
+  rm -f "$out/$name-K$k-copy"*.h5 "$out/$name-K$k-copy"*.h5.log  # a run measured again replaces its copies
   pids=()
   for i in $(seq 1 "$k"); do
     mpirun -np 1 --bind-to none -x OPENBLAS_NUM_THREADS "$train" "$@" --trace "$out/$name-K$k-copy$i.h5" \

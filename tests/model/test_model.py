@@ -604,6 +604,7 @@ class Command(unittest.TestCase):
         for n in names:
             shutil.copy(steps[n], os.path.join(tmp, n))
         shutil.copy(os.path.join(REPO, "results", "reference", "sweep", "mlp-1gbit-K2-ddp-fp32.h5"), tmp)
+        shutil.copy(os.path.join(REPO, "results", "reference", "tta", "mlp-1gbit-K2-powersgd-r4-ef-seed1.h5"), tmp)
         for f in ("kernels.json", "machine.json", "links.json", "fit-unshaped.json", "fit-1gbit.json"):
             shutil.copy(os.path.join(self.DATA, f), os.path.join(cal, f))
         shutil.copy(os.path.join(self.DATA, "fit-unshaped.json"), os.path.join(cal, "fit-local.json"))
@@ -620,8 +621,12 @@ class Command(unittest.TestCase):
                                                      "qsgd_plots")
             rows = plots.load_rows([tmp])
             curves = plots.load_curves([tmp], rows)
-        # Every K = 2 trace of the suite, none of the peer's.
+        # Every K = 2 trace of the suite, none of the peer's; PowerSGD, which the
+        # model has no schedule for, listed as not predicted.
         self.assertEqual(sorted(x["file"] for x in doc["steps"]), k2)
+        self.assertEqual(doc["skipped"], [{"file": "mlp-1gbit-K2-powersgd-r4-ef-seed1.h5",
+                                           "why": "strategy powersgd has no schedule in the model"}])
+        self.assertIn("not predicted: mlp-1gbit-K2-powersgd-r4-ef-seed1.h5", r.stdout)
         for x in doc["steps"]:
             self.assertAlmostEqual(x["error"], x["predicted_s"] / x["measured_s"] - 1.0, places=12)
             self.assertEqual(x["within_spread"], abs(x["error"]) <= x["step_spread"])
