@@ -15,12 +15,14 @@
 #   links.json         the tbf burst of every emulated link (netlab.sh --burst-of)
 #   machine.json       CPU, cores, compiler, MPI
 #
-#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--build DIR]
+#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--parts LIST] [--build DIR]
 #     --out DIR     where the files go (required)
 #     --link LIST   links to fit (local,unshaped,1gbit): local (shared memory),
 #                   unshaped, <N>gbit, <N>mbit (emulated: netlab.sh). A rate
 #                   needs unshaped, the host stack it runs over: added when missing
 #     --ranks LIST  K values whose link ceiling is measured on each emulated rate (2)
+#     --parts LIST  what to measure: kernels, fits (with links.json), ceilings
+#                   (kernels,fits,ceilings)
 #     --build DIR   build tree with benchmarks/qsgd-bench-kernels and
 #                   benchmarks/qsgd-bench-exchange (default build/release)
 #     -h, --help    this text
@@ -33,12 +35,14 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 out=""
 links="local,unshaped,1gbit"
 ranks="2"
+parts="kernels,fits,ceilings"
 build="$root/build/release"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="${2:?--out needs a directory}"; shift 2 ;;
     --link) links="${2:?--link needs a list}"; shift 2 ;;
     --ranks) ranks="${2:?--ranks needs a list}"; shift 2 ;;
+    --parts) parts="${2:?--parts needs a list}"; shift 2 ;;
     --build) build="${2:?--build needs a directory}"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "calibrate.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -65,36 +69,44 @@ export OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
 "$root/benchmarks/report/machine-info" > "$out/machine.json"
 
-taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
-  --benchmark_report_aggregates_only=true \
-  --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
-  --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1 \
-  || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/kernels.txt" >&2; exit 1; }
-echo "calibrate.sh: kernel rates in $out/kernels.json" >&2
+has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
-{
-  sep="{"
+if has_part kernels; then
+  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true \
+    --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
+    --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1 \
+    || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/kernels.txt" >&2; exit 1; }
+  echo "calibrate.sh: kernel rates in $out/kernels.json" >&2
+fi
+
+if has_part fits; then
+  {
+    sep="{"
+    for l in "${link_list[@]}"; do
+      [ "$l" = local ] && continue
+      burst="$("$net" --burst-of "$l")"
+      printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$l" "$burst"
+      sep=","
+    done
+    [ "$sep" = "{" ] && printf '{'
+    printf '\n}\n'
+  } > "$out/links.json"
+
   for l in "${link_list[@]}"; do
-    [ "$l" = local ] && continue
-    burst="$("$net" --burst-of "$l")"
-    printf '%s\n "%s": {"tbf_burst_bytes": %s}' "$sep" "$l" "$burst"
-    sep=","
+    top=64M
+    case "$l" in [1-9]*mbit) top=16M ;; esac
+    args=(-b 64K -e "$top" -f 4 -w 2 -n 10 --strategies allreduce --transports ring -o "$out/fit-$l.json")
+    if [ "$l" = local ]; then
+      mpirun -np 2 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
+    else
+      "$net" --nodes 2 --rate "$l" -- "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
+    fi || { echo "calibrate.sh: the $l exchange benchmark failed; its output: $out/fit-$l.txt" >&2; exit 1; }
+    echo "calibrate.sh: $l fitted rows in $out/fit-$l.json" >&2
   done
-  [ "$sep" = "{" ] && printf '{'
-  printf '\n}\n'
-} > "$out/links.json"
+fi
 
-for l in "${link_list[@]}"; do
-  top=64M
-  case "$l" in [1-9]*mbit) top=16M ;; esac
-  args=(-b 64K -e "$top" -f 4 -w 2 -n 10 --strategies allreduce --transports ring -o "$out/fit-$l.json")
-  if [ "$l" = local ]; then
-    mpirun -np 2 --bind-to none -x OPENBLAS_NUM_THREADS "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
-  else
-    "$net" --nodes 2 --rate "$l" -- "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
-  fi || { echo "calibrate.sh: the $l exchange benchmark failed; its output: $out/fit-$l.txt" >&2; exit 1; }
-  echo "calibrate.sh: $l fitted rows in $out/fit-$l.json" >&2
-done
+has_part ceilings || exit 0
 
 IFS=, read -r -a k_list <<< "$ranks"
 for l in "${link_list[@]}"; do

@@ -2,11 +2,13 @@
 # Measures on this machine, in one session, what qsgd-model is calibrated on
 # and validated against (docs/model.md), into OUT (made empty first):
 #
-#   kernels.json, fit-RATE.json, links.json, machine.json
+#   kernels.json, fit-RATE.json, links.json, ceiling-RATE-K<K>.json, machine.json
 #                         the calibration (benchmarks/model/calibrate.sh): kernel
-#                         rates at n = 2^20 and 2^22, and per link rate the fp32
-#                         ring allreduce at K = 2 from 64 KiB to 64 MiB (16 MiB at
-#                         100mbit), on which alpha and beta are fitted and nothing else
+#                         rates at n = 2^20 and 2^22, per link rate the fp32 ring
+#                         allreduce at K = 2 from 64 KiB to 64 MiB (16 MiB at
+#                         100mbit), on which alpha and beta are fitted and nothing
+#                         else, and the link ceiling of each K on each rate, which
+#                         bounds the step traces' hidden time (qsgd-summary)
 #   val-RATE-K<K>.json    every strategy and codec at 16 MiB, K = 2, 3, 4, ring
 #                         transport (param-server: the library's collectives):
 #                         the rows the model predicts without having seen them
@@ -71,7 +73,7 @@ echo "benchmarks/model/measure.sh OUT --link $rates --ranks $ks --step-link $ste
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 if has_part exchange; then
-  "$root/benchmarks/model/calibrate.sh" --out "$out" --link "$rates" --build "$root/build/release"
+  "$root/benchmarks/model/calibrate.sh" --out "$out" --link "$rates" --ranks "$ks" --build "$root/build/release"
   IFS=, read -r -a rate_list <<< "$rates"
   IFS=, read -r -a k_list <<< "$ks"
   for rate in "${rate_list[@]}"; do
@@ -121,6 +123,10 @@ if has_part signs; then
   # compares runs seconds apart; the rounds show the spread.
   sweep="$root/benchmarks/scaling/qsgd-sweep"
   k_max="${ks##*,}"
+  # The link ceiling K ranks reach on each rate: qsgd-summary bounds the
+  # rounds' hidden time by it (ceiling-RATE-K<K>.json at the top of OUT).
+  has_part exchange || "$root/benchmarks/model/calibrate.sh" --out "$out" --link "$step_rates" --ranks "$k_max" \
+    --parts ceilings --build "$root/build/release"
   IFS=, read -r -a srate_list <<< "$step_rates"
   for r in $(seq 1 "$rounds"); do
     for rate in "${srate_list[@]}"; do

@@ -228,6 +228,19 @@ def check_ceiling():
         check(close(runs["q4"]["hidden"], (0.018 + 0.004) / 2),
               "q4: hidden bounded by the link time at the ceiling (got %s)" % runs["q4"]["hidden"])
         check("warning" not in err, "no link-bound warning at the ceiling (got %s)" % err.strip())
+        # measure.sh's layout: the ceiling at the top, the traces in steps/round-R/; a ceiling
+        # beside the traces (calibration/) comes first.
+        top = os.path.join(d, "set")
+        os.makedirs(os.path.join(top, "steps", "round-1"))
+        with open(os.path.join(top, "ceiling-1gbit-K2.json"), "w") as f:
+            json.dump({"ceiling": {"GBps": LINK_BPS / 4 / 1e9}}, f)
+        write_trace(os.path.join(top, "steps", "round-1", "slow.h5"), config(4, "allreduce", "fp32"), epoch_time=10.0,
+                    exposed=0.02, in_flight=0.01)
+        out, _ = run("--json", top)
+        r = json.loads(out)["runs"][0]
+        check(close(r["link_ceiling_Bps"], LINK_BPS / 4) and close(r["link_time"], 0.04),
+              "a ceiling two folders above the trace is found (got %s, link time %s)"
+              % (r["link_ceiling_Bps"], r["link_time"]))
         with open(os.path.join(d, "calibration", "ceiling-1gbit-K2.json"), "w") as f:
             f.write("{}")
         p = subprocess.run([sys.executable, SUMMARY, d], capture_output=True, text=True, timeout=60)
