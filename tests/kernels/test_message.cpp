@@ -375,6 +375,30 @@ std::vector<std::uint64_t> forge(qsgd::MessageHeader& h) {
   return w;
 }
 
+// The header of a forged message claiming n = 2^32 coordinates with
+// d = 2^32 - 1 (2 buckets), max norm, s = 16, stochastic quantizer: the
+// shape the tests below give a huge n.
+qsgd::MessageHeader huge_header(CodecKind c, std::uint32_t chunk, std::uint32_t nchunks, std::uint64_t payload_bits) {
+  qsgd::MessageHeader h;
+  h.codec = static_cast<std::uint8_t>(c);
+  h.norm = static_cast<std::uint8_t>(Norm::max);
+  h.n = std::uint64_t(1) << 32;
+  h.d = 0xFFFFFFFFu;
+  h.s = 16;
+  h.chunk = chunk;
+  h.nchunks = nchunks;
+  h.payload_bits = payload_bits;
+  h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
+  return h;
+}
+
+// A receiver that raised its cap on n to 2^32 (Expect::max_n).
+qsgd::Expect raised_cap() {
+  qsgd::Expect e;
+  e.max_n = std::uint64_t(1) << 32;
+  return e;
+}
+
 // A forged elias-dense message with a valid checksum that claims n = 2^32
 // (a receiver that raised Expect::max_n to 2^32, so the size limit lets it
 // through) with
@@ -386,18 +410,9 @@ std::vector<std::uint64_t> forge(qsgd::MessageHeader& h) {
 // decode(levels) must not size its output from the unchecked n first
 // (16 GiB of levels).
 TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
-  qsgd::MessageHeader h;
-  h.codec = static_cast<std::uint8_t>(CodecKind::elias_dense);
-  h.norm = static_cast<std::uint8_t>(Norm::max);
-  qsgd::Expect big;
-  big.max_n = std::uint64_t(1) << 32;
-  h.n = big.max_n;
-  h.d = 0xFFFFFFFFu;
-  h.s = 16;
-  h.chunk = qsgd::max_chunk;
-  h.nchunks = static_cast<std::uint32_t>((h.n + h.chunk - 1) / h.chunk);
-  h.payload_bits = 0;
-  h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
+  const qsgd::Expect big = raised_cap();
+  qsgd::MessageHeader h = huge_header(CodecKind::elias_dense, qsgd::max_chunk,
+                                      static_cast<std::uint32_t>((std::uint64_t(1) << 32) / qsgd::max_chunk), 0);
   const auto w = forge(h);
   ASSERT_EQ(h.total_bytes, 64u + 8u + 8u * 65536u);  // header, 2 scales, offsets
   const MsgBuf buf(w, h.total_bytes);
@@ -425,29 +440,16 @@ TEST(UntrustedInput, ForgedHugeNWithEmptyPayloadIsCorrupt) {
 // and decoding allocated 2^32 levels (16 GiB) and looped 2^32 times; the
 // chunk limit (2^16) rejects it at the header, whatever the receiver's cap on n.
 TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
-  qsgd::MessageHeader h;
-  h.codec = static_cast<std::uint8_t>(CodecKind::elias_sparse);
-  h.norm = static_cast<std::uint8_t>(Norm::max);
-  h.n = std::uint64_t(1) << 32;
-  h.d = 0xFFFFFFFFu;
-  h.s = 16;
-  h.chunk = 0xFFFFFFFFu;
-  h.nchunks = 2;
-  h.payload_bits = 2;
-  h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
+  qsgd::MessageHeader h = huge_header(CodecKind::elias_sparse, 0xFFFFFFFFu, 2, 2);
   const auto w = forge(h);
   ASSERT_EQ(h.total_bytes, 96u);
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_sparse, 16, 64, Norm::max));
   const std::string why =
-      expect_error(Errc::corrupt_message, [&] {
-        qsgd::Expect big;
-        big.max_n = std::uint64_t(1) << 32;
-        codec.validate_message(buf.view(), buf.bytes(), big);
-      }, "validate_message");
+      expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes(), raised_cap()); },
+                   "validate_message");
   EXPECT_NE(why.find("chunk size 4294967295 is outside 1..65536"), std::string::npos) << why;
-  qsgd::Expect big;  // a receiver that raised its cap: the chunk bound must still refuse it
-  big.max_n = std::uint64_t(1) << 32;
+  const qsgd::Expect big = raised_cap();  // the chunk bound must refuse it whatever the cap
   Quant q;
   expect_error(Errc::corrupt_message, [&] { codec.decode(buf.view(), buf.bytes(), q, big); }, "decode(levels)");
   EXPECT_EQ(q.levels.extent(0), 0u);  // nothing was sized from the forged n
@@ -489,16 +491,8 @@ TEST(UntrustedInput, SparseMessageCannotClaimBillionsOfZeros) {
 // size 2^32 of them, 16 GiB); with the library's default cap every entry
 // point refuses it at the header, before anything is sized from n.
 TEST(UntrustedInput, DefaultLimitRefusesAValidMessageOfBillionsOfZeros) {
-  qsgd::MessageHeader h;
-  h.codec = static_cast<std::uint8_t>(CodecKind::elias_sparse);
-  h.norm = static_cast<std::uint8_t>(Norm::max);
-  h.n = std::uint64_t(1) << 32;
-  h.d = 0xFFFFFFFFu;
-  h.s = 16;
-  h.chunk = qsgd::max_chunk;
-  h.nchunks = static_cast<std::uint32_t>(h.n / h.chunk);
-  h.payload_bits = h.nchunks;
-  h.quantizer = static_cast<std::uint8_t>(qsgd::QuantizerKind::stochastic);
+  const auto nchunks = static_cast<std::uint32_t>((std::uint64_t(1) << 32) / qsgd::max_chunk);
+  qsgd::MessageHeader h = huge_header(CodecKind::elias_sparse, qsgd::max_chunk, nchunks, nchunks);
   auto w = forge(h);
   const qsgd::MessageLayout lay = qsgd::layout_of(h);
   for (std::uint64_t k = 0; k < h.nchunks; ++k) w[lay.offsets_word + k] = k;
@@ -506,9 +500,7 @@ TEST(UntrustedInput, DefaultLimitRefusesAValidMessageOfBillionsOfZeros) {
   ASSERT_EQ(h.total_bytes, 532552u);
   const MsgBuf buf(w, h.total_bytes);
   Codec codec(config(CodecKind::elias_sparse, 16, 64, Norm::max));
-  qsgd::Expect big;
-  big.max_n = h.n;
-  EXPECT_NO_THROW(codec.validate_message(buf.view(), buf.bytes(), big)) << "the forged message should be well formed";
+  EXPECT_NO_THROW(codec.validate_message(buf.view(), buf.bytes(), raised_cap())) << "the forged message should be well formed";
   EXPECT_EQ(qsgd::Expect{}.max_n, qsgd::default_max_n);
   const std::string why =
       expect_error(Errc::corrupt_message, [&] { codec.validate_message(buf.view(), buf.bytes()); }, "validate_message");
