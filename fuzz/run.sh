@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-ci_set=(message-raw message-struct checkpoint idx trace train-options)
+ci_set=(message-raw message-struct checkpoint idx trace trace-journal train-options)
 [ "$had_all" = 0 ] || harnesses=("${ci_set[@]}" trace-raw)
 [ "${#harnesses[@]}" -gt 0 ] || harnesses=("${ci_set[@]}")
 
@@ -56,7 +56,7 @@ max_len() {
   case "$1" in
     message-raw) echo 16384 ;;
     message-struct) echo 10240 ;;
-    checkpoint|idx|trace) echo 4096 ;;
+    checkpoint|idx|trace|trace-journal) echo 4096 ;;
     trace-raw) echo 32768 ;;
     train-options) echo 1024 ;;
     *) echo "fuzz/run.sh: unknown harness '$1' (${ci_set[*]} trace-raw)" >&2; exit 2 ;;

@@ -370,6 +370,50 @@ void trace_seeds(const std::string& root, const std::string& scratch) {
   }
 }
 
+// Journals the writer appended after a 3-step file (fuzz_trace_journal.cpp):
+// their records after the harness's own header (mode bit 1), with their CRCs
+// as written and recomputed (bit 2), and a whole journal bound to another
+// file (ignored).
+void journal_seeds(const std::string& root, const std::string& scratch) {
+  const Out out(root, "trace-journal");
+  const std::string journal = qsgd::trace::journal_path(scratch);
+  for (int ranks : {1, 2}) {
+    std::remove(scratch.c_str());
+    std::remove(journal.c_str());
+    {
+      qsgd::trace::TraceWriter w(scratch, ranks, {{"label", "seed"}}, false);
+      std::int64_t s = 0;
+      const auto add = [&](int n) {
+        for (int i = 0; i < n; ++i, ++s) {
+          std::vector<qsgd::trace::StepRecord> per_rank;
+          for (int r = 0; r < ranks; ++r) per_rank.push_back(step_record(s, r, 1 + static_cast<int>(s % 3)));
+          w.add_step(per_rank);
+        }
+      };
+      add(3);
+      w.flush();  // the file: 3 steps
+      add(2);
+      w.flush();  // a record of 2 steps
+      add(3);
+      w.add_eval(qsgd::trace::EvalRecord{7, 0, 1.5, 0.7, 0.75});
+      w.add_epoch(qsgd::trace::EpochRecord{0, 3.0, 0.9, 0.7, 0.75, 8});
+      w.set_attribute("complete", "false");
+      w.flush();  // a record of 3 steps, an evaluation, an epoch and an attribute
+    }
+    const std::vector<std::uint8_t> j = read_file(journal);
+    if (j.size() <= 64) die("the journal seed has no records");
+    const std::vector<std::uint8_t> records(j.begin() + 64, j.end());
+    const auto k = static_cast<std::uint8_t>(ranks - 1);
+    const std::string name = "ranks" + std::to_string(ranks);
+    out.write(name + "-records", static_cast<std::uint8_t>(k | 2), records);
+    out.write(name + "-records-resealed", static_cast<std::uint8_t>(k | 2 | 4), records);
+    out.write(name + "-other-file", k, j);
+    out.write(name + "-empty", static_cast<std::uint8_t>(k | 2), {});
+  }
+  std::remove(scratch.c_str());
+  std::remove(journal.c_str());
+}
+
 // ---- qsgd-train command lines ----------------------------------------------
 
 void train_options_seeds(const std::string& root) {
@@ -448,6 +492,7 @@ int main(int argc, char** argv) {
   checkpoint_seeds(root + "/seeds", scratch);
   idx_seeds(root + "/seeds", scratch);
   trace_seeds(root + "/seeds", scratch);
+  journal_seeds(root + "/seeds", scratch);
   train_options_seeds(root + "/seeds");
   for (const Regression& r : regressions()) {
     const std::vector<std::uint8_t> input = r.make();

@@ -20,6 +20,15 @@ is_complete() {  # is_complete FILE: the run finished (root attribute complete =
 steps_in() {  # steps_in FILE -> number of step rows
   h5dump -H -d /steps/step "$1" 2>/dev/null | sed -n 's/.*DATASPACE *SIMPLE { ( \([0-9]*\) ).*/\1/p'
 }
+# A running, killed or lost run's trace is FILE and FILE.journal (docs/traces.md,
+# "Journal"): qsgd-trace reads both ($QSGD_TRACE_TOOL: the test sets it to the
+# qsgd-trace beside its qsgd-train).
+trace_tool() {  # trace_tool ARGS -> qsgd-trace ARGS
+  "${QSGD_TRACE_TOOL:?the test sets QSGD_TRACE_TOOL to qsgd-trace}" "$@"
+}
+live_steps() {  # live_steps FILE -> steps FILE and its journal hold together
+  trace_tool steps "$1" 2>/dev/null
+}
 data_of() {  # data_of FILE DATASET -> the dataset's values, one per line
   h5dump -d "$2" "$1" 2>/dev/null | sed -n '/^ *DATA {/,/}/{p;/}/q}' | sed '1d;$d' \
     | sed 's/([0-9,]*)://g' | tr ',' '\n' | sed 's/^ *//;/^$/d'

@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -101,12 +102,22 @@ inline std::string blas_threads() {
   return "unknown";
 }
 
+// The CPUs this process may run on (its affinity mask), or "unknown": with
+// the ranks a host runs (the trace's "hosts"), whether ranks share cores.
+inline std::string host_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "unknown";
+  return std::to_string(CPU_COUNT(&set));
+}
+
 inline KeyValues provenance() {
   using Exec = Kokkos::DefaultExecutionSpace;
   const auto [cpu_model, cpu_flags] = cpu_model_and_flags();
   return {
       {"cpu_model", cpu_model},
       {"cpu_simd_flags", cpu_flags},
+      {"host_cpus", host_cpus()},
       {"qsgd_git_hash", build::git_hash},
       {"qsgd_build_type", build::build_type},
       {"compiler", std::string(build::cxx_compiler) + " (" + __VERSION__ + ")"},

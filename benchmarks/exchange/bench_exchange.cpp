@@ -91,6 +91,7 @@ struct Options {
   std::vector<Transport> transports = {Transport::ring, Transport::library};
   std::uint64_t segment = qsgd::comm::ExchangeConfig{}.segment_bytes;
   std::uint32_t window = qsgd::comm::ExchangeConfig{}.window;
+  bool ring_checksums = qsgd::comm::ExchangeConfig{}.ring_checksums;
   // powersgd: its ranks r, and the gradient as row-major matrices of this
   // many columns (floor(n / cols) rows; the remainder averaged exactly).
   std::vector<std::uint32_t> powersgd_ranks = {4};
@@ -128,7 +129,10 @@ void print_usage(std::FILE* out) {
                "  --transports LIST    ring,library (default both: every strategy with a ring\n"
                "                       schedule runs once per transport)\n"
                "  --segment SIZE       ring pipeline segment (default 4M)\n"
-               "  --window N           ring receives in flight (default 8)\n");
+               "  --window N           ring receives in flight (default 8)\n"
+               "  --ring-checksums on|off  the CRC32C that travels with every ring allreduce segment of\n"
+               "                       allreduce, allreduce16 and powersgd (default on; off only to measure\n"
+               "                       what the check costs)\n");
 }
 
 // The command line after MPI and Kokkos took theirs; throws UsageError or
@@ -188,6 +192,11 @@ Options parse_options(int argc, char** argv) {
       o.segment = parse_bytes(a, value(), 1, max_bytes);
     else if (a == "--window")
       o.window = static_cast<std::uint32_t>(parse_count(a, value(), 1, 1u << 16));
+    else if (a == "--ring-checksums") {
+      const std::string v = value();
+      if (v != "on" && v != "off") throw qsgd::bench::UsageError("--ring-checksums takes on or off, got '" + v + "'");
+      o.ring_checksums = v == "on";
+    }
     else if (a == "--powersgd-ranks") {
       o.powersgd_ranks.clear();
       for (const auto& r : split_list(value()))
@@ -384,6 +393,7 @@ Row measure(const Options& o, const qsgd::comm::Communicator& comm, const Varian
   cfg.transport = v.transport;
   cfg.segment_bytes = o.segment;
   cfg.window = o.window;
+  cfg.ring_checksums = o.ring_checksums;
   cfg.powersgd_rank = std::max<std::uint32_t>(v.powersgd_rank, 1);
   auto ex = qsgd::comm::make_exchange(cfg, comm);
   const std::uint64_t n = in.extent(0);
@@ -510,7 +520,8 @@ void write_json(const Options& o, const std::vector<Row>& rows, int ranks, const
   for (std::size_t i = 0; i < hosts.size(); ++i) os << (i ? ", " : "") << json_string(hosts[i]);
   os << "],\n    \"date\": " << json_string(utc_now()) << "\n  },\n";
   os << "  \"parameters\": {\"warmup\": " << o.warmup << ", \"iters\": " << o.iters
-     << ", \"segment_bytes\": " << o.segment << ", \"window\": " << o.window << ", \"s\": " << o.s
+     << ", \"segment_bytes\": " << o.segment << ", \"window\": " << o.window
+     << ", \"ring_checksums\": " << (o.ring_checksums ? "true" : "false") << ", \"s\": " << o.s
      << ", \"d\": " << o.d << ", \"norm\": " << json_string(qsgd::to_string(o.norm))
      << ", \"input\": " << json_string(qsgd::bench::to_string(o.input))
      << ", \"input_description\": " << json_string(qsgd::bench::describe(o.input)) << ", \"seed\": " << o.seed

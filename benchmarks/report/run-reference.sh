@@ -14,6 +14,9 @@
 #                     unshaped links (the CPU's bound) (~7 min)
 #     exchange-shm    qsgd-bench-exchange on shared memory, 4-64 MiB, K = 2 and 4, with PowerSGD
 #                     r = 4 on matrices of 1024 columns (~4 min)
+#     ring-checksums  the ring allreduce's segment CRC32C on and off (qsgd-bench-exchange
+#                     --ring-checksums), 3 alternating rounds: shared memory at K = 2 and 4,
+#                     4-64 MiB, and emulated 1 Gbit/s links at K = 2, 64 MiB (~6 min)
 #     shared-scale    shared-scale against allgather and scatter-reduce: bits and error at
 #                     K = 1-4 (shared memory, 16 MiB), time at K = 4 on emulated 1 Gbit/s
 #                     links, 2^24 floats (~4 min)
@@ -22,6 +25,8 @@
 #     shared-scale-bound  the error ratio one agreed scale must cost, computed for the same
 #                     gradients (benchmarks/exchange/shared-scale-bound) (~10 s)
 #     sweep           the main job's default sweep (scripts/run-main.sh) (~5 min)
+#     trace-flush     qsgd-bench-trace: flush times of a 100,000-step trace of 4 ranks (a flush every
+#                     20 steps) at steps 100 to 100,000, and the bytes written (~1 min)
 #     mlp-step        one MLP training step against PyTorch on one core, 3 alternating pairs
 #                     (benchmarks/models/compare_mlp_step.sh) (~2 min)
 #     algorithms      the theory experiments of docs/algorithms.md (run_experiments.sh) (~2 min)
@@ -63,7 +68,7 @@ net="$root/benchmarks/scaling/netlab.sh"
 export OPENBLAS_NUM_THREADS=1
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(codecs kernels exchange-1gbit exchange-shm shared-scale shared-scale-common
-  shared-scale-bound sweep mlp-step algorithms model model-signs model-projection)
+  shared-scale-bound sweep mlp-step algorithms ring-checksums trace-flush model model-signs model-projection)
 
 fresh() {  # fresh NAME: an empty folder for one table, with its command and machine recorded
   rm -rf "${ref:?}/$1"
@@ -120,6 +125,23 @@ for t in "${tables[@]}"; do
           --strategies allreduce,allreduce16,allgather,scatter-reduce,powersgd --codecs fixed --powersgd-ranks 4 \
           -o "$ref/$t/K$k.json" | tee "$ref/$t/K$k.txt"
       done ;;
+    ring-checksums)
+      # The CRC32C of every ring segment (allreduce, allreduce16): on and off
+      # in alternation, three rounds, on shared memory (where the CPU, not a
+      # link, bounds the ring) and on emulated 1 Gbit/s links at K = 2.
+      fresh "$t"
+      for round in 1 2 3; do
+        for c in on off; do
+          for k in 2 4; do
+            mpirun -np "$k" --oversubscribe --bind-to none "$bin/qsgd-bench-exchange" -b 4M -e 64M -f 4 -w 2 -n 10 \
+              --strategies allreduce,allreduce16 --transports ring --no-check --ring-checksums "$c" \
+              -o "$ref/$t/shm-K$k-$c-round$round.json" > "$ref/$t/shm-K$k-$c-round$round.txt"
+          done
+          "$net" --nodes 2 --rate 1gbit -- "$bin/qsgd-bench-exchange" -b 64M -e 64M -w 1 -n 5 \
+            --strategies allreduce,allreduce16 --transports ring --no-check --ring-checksums "$c" \
+            -o "$ref/$t/1gbit-K2-$c-round$round.json" > "$ref/$t/1gbit-K2-$c-round$round.txt"
+        done
+      done ;;
     shared-scale)
       fresh "$t"
       for k in 1 2 3 4; do
@@ -167,6 +189,10 @@ for t in "${tables[@]}"; do
       fresh "$t"
       benchmarks/scaling/accuracy-experiment.sh --out "$ref/$t" --models mlp --mlp-widths 784,1024,1024,10 \
         --epochs 3 --configs fp32,4,psgd1+ef-unscaled,psgd2+ef-unscaled,psgd4+ef-unscaled,psgd4 --seeds 1,2,3 ;;
+    trace-flush)
+      fresh "$t"
+      "$bin/qsgd-bench-trace" --trace-dir "$ref/$t" --ranks 4 --buckets 4 --steps 100200 --flush-every 20 \
+        --at 100,1000,10000,100000 --out "$ref/$t/trace-flush.json" | tee "$ref/$t/trace-flush.txt" ;;
     model)
       benchmarks/model/measure.sh "$ref/$t"   # writes its own COMMAND and machine.json
       benchmarks/model/qsgd-model validate "$ref/$t" > "$ref/$t/validation.txt" ;;

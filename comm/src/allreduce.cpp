@@ -63,7 +63,9 @@ class Allreduce final : public ExchangeBase<E> {
       op.phase = ring_done;
       this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
         op.ring.start(op.comm.get(), this->rank(), K, op.grad.data(), op.out.data(), op.n, sizeof(float),
-                      &ring_sum_f32, &ring_scale_f32, this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t);
+                      &ring_sum_f32, &ring_scale_f32, this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t,
+                      this->cfg_.ring_checksums, this->ring_inject(op));
+        op.stats.wire_bytes += op.ring.checksum_bytes();  // a CRC32C per segment received
       });
       return;
     }
@@ -87,7 +89,9 @@ class Allreduce final : public ExchangeBase<E> {
     if (this->ring()) {
       this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
         op.ring.start(op.comm.get(), this->rank(), K, ptr, ptr, op.n, sizeof(float), &ring_sum_f32, &ring_scale_f32,
-                      this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t);
+                      this->weight(), this->cfg_.segment_bytes, this->cfg_.window, t,
+                      this->cfg_.ring_checksums, this->ring_inject(op));
+        op.stats.wire_bytes += op.ring.checksum_bytes();  // a CRC32C per segment received
       });
       return;
     }

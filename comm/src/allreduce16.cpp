@@ -161,7 +161,9 @@ class Allreduce16 final : public ExchangeBase<E> {
       this->start_schedule(op, op.ring, [&](ScheduleTimes& t) {
         op.ring.start(op.comm.get(), this->rank(), K, op.send.mpi(), op.send.mpi(), op.n, sizeof(std::uint16_t),
                       half_ ? &ring_sum16<true> : &ring_sum16<false>, nullptr, 1.0f, this->cfg_.segment_bytes,
-                      this->cfg_.window, t);
+                      this->cfg_.window, t,
+                      this->cfg_.ring_checksums, this->ring_inject(op));
+        op.stats.wire_bytes += op.ring.checksum_bytes();  // a CRC32C per segment received
       });
       return;
     }

@@ -5,10 +5,13 @@
 #include <climits>
 #include <thread>
 
+#include "qsgd/kernels/crc32c.hpp"
+
 namespace qsgd::comm::detail {
 
 namespace {
 constexpr std::uint64_t recv_bit = std::uint64_t(1) << 63;
+constexpr std::uint64_t crc_bit = std::uint64_t(1) << 62;  // RingReduce: a segment's CRC message
 constexpr int max_tag = 32767;  // the smallest MPI_TAG_UB the standard allows
 
 int as_int_bytes(std::size_t bytes) {
@@ -147,7 +150,7 @@ bool Schedule::advance(bool block, ScheduleTimes& t, bool work_ok) {
 
 void RingReduce::start(MPI_Comm comm, int rank, int ranks, const void* own, void* buf, std::size_t n,
                        std::size_t elem_size, ReduceFn fn, FinishFn finish, float finish_arg,
-                       std::size_t segment_bytes, std::size_t window, ScheduleTimes& t) {
+                       std::size_t segment_bytes, std::size_t window, ScheduleTimes& t, bool checksums, int inject) {
   reset_requests(comm);
   times_ = &t;
   rank_ = rank;
@@ -160,6 +163,7 @@ void RingReduce::start(MPI_Comm comm, int rank, int ranks, const void* own, void
   finish_ = finish;
   finish_arg_ = finish_arg;
   window_ = std::max<std::size_t>(window, 1);
+  crc_ = checksums;
   lo_.resize(static_cast<std::size_t>(ranks) + 1);
   for (int b = 0; b <= ranks; ++b)
     lo_[static_cast<std::size_t>(b)] = n / static_cast<std::size_t>(ranks) * static_cast<std::size_t>(b) +
@@ -171,7 +175,9 @@ void RingReduce::start(MPI_Comm comm, int rank, int ranks, const void* own, void
     max_len = std::max(max_len, lo_[static_cast<std::size_t>(b) + 1] - lo_[static_cast<std::size_t>(b)]);
   const std::size_t seg = std::max<std::size_t>(segment_bytes, 1);
   segs_ = std::max<std::size_t>(1, (max_len * elem_ + seg - 1) / seg);
-  if (steps > 0) segs_ = std::min(segs_, std::max<std::size_t>(1, max_tag / steps));  // tags: m < 32768
+  // Tags: message m is tag m, its CRC tag total + m, all below 32768.
+  const std::size_t tags = max_tag / (crc_ ? 2 : 1);
+  if (steps > 0) segs_ = std::min(segs_, std::max<std::size_t>(1, tags / steps));
   total_ = steps * segs_;
   seg_cap_ = (max_len + segs_ - 1) / segs_ * elem_;
   if (staging_.size() < window_ * seg_cap_) staging_.resize(window_ * seg_cap_);
@@ -179,7 +185,17 @@ void RingReduce::start(MPI_Comm comm, int rank, int ranks, const void* own, void
   slot_of_.assign(total_, 0);
   free_slots_.clear();
   for (std::size_t s = window_; s-- > 0;) free_slots_.push_back(s);
-  next_recv_ = recvs_in_flight_ = sends_done_ = recvs_done_ = 0;
+  next_recv_ = recvs_in_flight_ = sends_done_ = recvs_done_ = crc_sends_done_ = 0;
+  if (crc_) {
+    crc_out_.assign(total_, 0);
+    crc_in_.assign(total_, 0);
+    have_data_.assign(total_, 0);
+    have_crc_.assign(total_, 0);
+    crc_known_.assign(total_, 0);
+  }
+  inject_ = SIZE_MAX;
+  if (inject == 1 && total_ > 0) inject_ = 0;
+  if (inject == 2 && total_ > 0) inject_ = static_cast<std::size_t>(ranks - 1) * segs_;
   if (total_ == 0) return;
   for (std::size_t j = 0; j < segs_; ++j) send(j);
   post_receives();
@@ -206,12 +222,27 @@ std::pair<std::size_t, std::size_t> RingReduce::segment(int block, std::size_t j
 void RingReduce::send(std::size_t m) {
   const std::size_t step = m / segs_, j = m % segs_;
   const auto [off, cnt] = segment(block_sent(step), j);
-  const char* src = step == 0 ? own_ : buf_;  // step 0 sends this rank's own block, unreduced
-  post_send(src + off * elem_, cnt * elem_, (rank_ + 1) % ranks_, static_cast<int>(m), m);
+  const char* src = (step == 0 ? own_ : buf_) + off * elem_;  // step 0 sends this rank's own block, unreduced
+  const int next = (rank_ + 1) % ranks_;
+  if (crc_) {
+    if (!crc_known_[m]) {
+      const auto t0 = Clock::now();
+      crc_out_[m] = qsgd::detail::crc32c_bytes_host(reinterpret_cast<const unsigned char*>(src), cnt * elem_);
+      times_->reduce += since(t0);
+    }
+    post_send(&crc_out_[m], 4, next, static_cast<int>(total_ + m), m | crc_bit);
+  }
+  if (m == inject_ && cnt > 0) {  // test hook: the bytes differ from their CRC
+    inject_buf_.assign(src, src + cnt * elem_);
+    inject_buf_.back() = static_cast<char>(inject_buf_.back() ^ 1);
+    src = inject_buf_.data();
+  }
+  post_send(src, cnt * elem_, next, static_cast<int>(m), m);
 }
 
 void RingReduce::post_receives() {
   const std::size_t rs_steps = static_cast<std::size_t>(ranks_ - 1);
+  const int prev = (rank_ - 1 + ranks_) % ranks_;
   while (next_recv_ < total_ && recvs_in_flight_ < window_) {
     const std::size_t m = next_recv_, step = m / segs_, j = m % segs_;
     const auto [off, cnt] = segment(block_received(step), j);
@@ -225,29 +256,72 @@ void RingReduce::post_receives() {
       if (!sent_[(step - rs_steps) * segs_ + j]) break;  // that region is still being sent
       dst = buf_ + off * elem_;
     }
-    post_recv(dst, cnt * elem_, (rank_ - 1 + ranks_) % ranks_, static_cast<int>(m), m);
+    post_recv(dst, cnt * elem_, prev, static_cast<int>(m), m);
+    if (crc_) post_recv(&crc_in_[m], 4, prev, static_cast<int>(total_ + m), m | crc_bit);
     ++next_recv_;
     ++recvs_in_flight_;
   }
 }
 
 void RingReduce::on_send(std::uint64_t id) {
+  if (id & crc_bit) {
+    ++crc_sends_done_;
+    return;
+  }
   sent_[id] = 1;
   ++sends_done_;
   post_receives();
 }
 
 void RingReduce::on_recv(std::uint64_t id, std::size_t bytes) {
+  if (id & crc_bit) {
+    const std::size_t m = id & ~crc_bit;
+    if (bytes != 4)
+      throw std::runtime_error("ring allreduce: received a checksum of " + std::to_string(bytes) +
+                               " bytes (ranks disagree on checksums)");
+    have_crc_[m] = 1;
+    if (have_data_[m]) received(m);
+    return;
+  }
   const std::size_t m = id, step = m / segs_, j = m % segs_;
-  const auto [off, cnt] = segment(block_received(step), j);
+  const std::size_t cnt = segment(block_received(step), j).second;
   if (bytes != cnt * elem_)
     throw std::runtime_error("ring allreduce: received " + std::to_string(bytes) + " bytes for a segment of " +
                              std::to_string(cnt * elem_) + " (ranks disagree on the vector's size)");
+  if (!crc_) {
+    received(m);
+    return;
+  }
+  have_data_[m] = 1;
+  if (have_crc_[m]) received(m);
+}
+
+void RingReduce::received(std::size_t m) {
+  const std::size_t step = m / segs_, j = m % segs_;
+  const auto [off, cnt] = segment(block_received(step), j);
+  const bool reducing = step < static_cast<std::size_t>(ranks_ - 1);
+  const char* in = reducing ? staging_.data() + slot_of_[m] * seg_cap_ : buf_ + off * elem_;
+  if (crc_) {
+    const auto t0 = Clock::now();
+    const std::uint32_t crc = qsgd::detail::crc32c_bytes_host(reinterpret_cast<const unsigned char*>(in), cnt * elem_);
+    times_->reduce += since(t0);
+    if (crc != crc_in_[m]) {
+      const int prev = (rank_ - 1 + ranks_) % ranks_;
+      throw CorruptSegment(prev, "ring allreduce segment " + std::to_string(m) + " (" + std::to_string(cnt * elem_) +
+                                     " bytes) fails its CRC32C: computed " + std::to_string(crc) + ", sent " +
+                                     std::to_string(crc_in_[m]));
+    }
+    // An allgather segment goes on unchanged: its CRC is the one it came with.
+    if (!reducing && m + segs_ < total_) {
+      crc_out_[m + segs_] = crc;
+      crc_known_[m + segs_] = 1;
+    }
+  }
   --recvs_in_flight_;
   ++recvs_done_;
-  if (step < static_cast<std::size_t>(ranks_ - 1)) {
+  if (reducing) {
     const auto t0 = Clock::now();
-    fn_(staging_.data() + slot_of_[m] * seg_cap_, own_ + off * elem_, buf_ + off * elem_, cnt);
+    fn_(in, own_ + off * elem_, buf_ + off * elem_, cnt);
     if (finish_ != nullptr && step + 2 == static_cast<std::size_t>(ranks_)) finish_(buf_ + off * elem_, cnt, finish_arg_);
     times_->reduce += since(t0);
     free_slots_.push_back(slot_of_[m]);

@@ -56,7 +56,7 @@ Sgd::Sgd(const Flat& params, const SgdConfig& config)
 // Cost: reads p, grad, buf; writes p, buf: 20 bytes per coordinate.
 // grad_scale * grad(i) with grad_scale == 1 is grad(i) exactly (IEEE), so an
 // unclipped step has the bits it had before the scale existed.
-void Sgd::step(const ConstFlat& grad, float grad_scale) {
+std::size_t Sgd::step(const ConstFlat& grad, float grad_scale) {
   if (grad.extent(0) != params_.extent(0)) {
     throw std::invalid_argument("Sgd::step: gradient has " + std::to_string(grad.extent(0)) + " elements, parameters " +
                                 std::to_string(params_.extent(0)));
@@ -67,14 +67,22 @@ void Sgd::step(const ConstFlat& grad, float grad_scale) {
   const bool nesterov = config_.nesterov;
   const auto p = params_;
   const auto buf = buf_;
-  Kokkos::parallel_for(
-      QSGD_MODELS_LABEL("sgd_step"), Kokkos::RangePolicy<ExecSpace>(0, p.extent(0)), KOKKOS_LAMBDA(std::size_t i) {
-        const float g = grad_scale * grad(i) + wd * p(i);
+  std::size_t non_finite = 0;
+  // x - x is 0 for every finite x and NaN for NaN and +-Inf (no fast-math,
+  // no contraction in this build): the count costs no extra pass.
+  Kokkos::parallel_reduce(
+      QSGD_MODELS_LABEL("sgd_step"), Kokkos::RangePolicy<ExecSpace>(0, p.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & bad) {
+        const float gi = grad(i);
+        bad += (gi - gi == 0.0f) ? 0 : 1;
+        const float g = grad_scale * gi + wd * p(i);
         const float b = mu * buf(i) + g;
         buf(i) = b;
         p(i) = p(i) - lr * (nesterov ? g + mu * b : b);
-      });
+      },
+      non_finite);
   ++steps_;
+  return non_finite;
 }
 
 }  // namespace qsgd::models

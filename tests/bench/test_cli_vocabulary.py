@@ -50,7 +50,8 @@ SAMPLE = {"SIZE": "4M", "KB": "4096", "MB": "8", "LIST": "784,16,10", "FILE": "o
 # Programs whose parser is run with each flag (see the docstring), and the
 # arguments that come first (qsgd-algorithms: its command).
 PARSED = {"qsgd-train": [], "qsgd-bench-exchange": [], "qsgd-codec-report": [], "qsgd-bench-mlp-step": [],
-          "qsgd-algorithms": ["convex"], "qsgd-peer-inputs": [], "benchmarks/scaling/qsgd-sweep": [],
+          "qsgd-algorithms": ["convex"], "qsgd-peer-inputs": [], "qsgd-bench-trace": [],
+          "benchmarks/scaling/qsgd-sweep": [],
           "benchmarks/scaling/time-to-accuracy": []}
 
 

@@ -163,20 +163,31 @@ TEST(Exchange, RingAllreduceSumsInRingOrderWhateverTheSegments) {
     }
     for (std::uint64_t seg : {std::uint64_t(8), std::uint64_t(1000), std::uint64_t(1) << 20})
       for (std::uint32_t window : {1u, 3u}) {
-        for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allreduce16}) {
-          auto cfg = config(k, codec(k == StrategyKind::allreduce ? CodecKind::fp32 : CodecKind::bf16));
-          cfg.transport = Transport::ring;
-          cfg.segment_bytes = seg;
-          cfg.window = window;
-          auto ex = make_exchange(cfg, comm);
-          const auto out = run(*ex, g[static_cast<std::size_t>(me)], 0, 1);
-          EXPECT_TRUE(same_bits(out, k == StrategyKind::allreduce ? ref32 : ref_bf16))
-              << qsgd::comm::to_string(k) << " n " << n << " segment " << seg << " window " << window;
-          if (K > 1 && n > 0) {
-            EXPECT_EQ(ex->last_stats().wire_bytes,
-                      2 * static_cast<std::uint64_t>(K - 1) * n * (k == StrategyKind::allreduce ? 4 : 2) / K);
+        for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allreduce16})
+          for (bool checksums : {true, false}) {
+            auto cfg = config(k, codec(k == StrategyKind::allreduce ? CodecKind::fp32 : CodecKind::bf16));
+            cfg.transport = Transport::ring;
+            cfg.segment_bytes = seg;
+            cfg.window = window;
+            cfg.ring_checksums = checksums;
+            auto ex = make_exchange(cfg, comm);
+            const auto out = run(*ex, g[static_cast<std::size_t>(me)], 0, 1);
+            EXPECT_TRUE(same_bits(out, k == StrategyKind::allreduce ? ref32 : ref_bf16))
+                << qsgd::comm::to_string(k) << " n " << n << " segment " << seg << " window " << window
+                << " checksums " << checksums;
+            if (K > 1 && n > 0) {
+              // The values' bytes, and with checksums 4 bytes for each of the
+              // 2 (K - 1) steps' segments (as many per block as the segment
+              // size cuts the longest block into, within the tag space).
+              const std::uint64_t elem = k == StrategyKind::allreduce ? 4 : 2, steps = 2 * (K - 1);
+              const std::uint64_t longest = n / K + (n % K ? 1 : 0);
+              const std::uint64_t segs =
+                  std::min<std::uint64_t>(std::max<std::uint64_t>(1, (longest * elem + seg - 1) / seg),
+                                          std::max<std::uint64_t>(1, 32767 / 2 / steps));
+              EXPECT_EQ(ex->last_stats().wire_bytes, steps * n * elem / K + (checksums ? steps * segs * 4 : 0))
+                  << qsgd::comm::to_string(k) << " n " << n << " segment " << seg << " checksums " << checksums;
+            }
           }
-        }
       }
   }
 }
@@ -433,7 +444,11 @@ TEST(Exchange, PowerSgdGivesEveryRankTheReferenceProjection) {
         }
       }
       const std::uint64_t floats = R * r + (n - R * C) + C * r;
-      EXPECT_EQ(ex->last_stats().wire_bytes, 2 * std::uint64_t(K - 1) * 4 * floats / std::uint64_t(K)) << what;
+      // The ring's two allreduces (P with the rest, then Q) carry a CRC32C
+      // per segment received: one segment per step at these sizes.
+      const std::uint64_t checksums = t == Transport::ring ? 2 * 2 * std::uint64_t(K - 1) * 4 : 0;
+      EXPECT_EQ(ex->last_stats().wire_bytes, 2 * std::uint64_t(K - 1) * 4 * floats / std::uint64_t(K) + checksums)
+          << what;
     }
     EXPECT_TRUE(identical_on_all_ranks(comm, ex->state()));
   }
@@ -548,9 +563,11 @@ TEST(Exchange, WireBytesFollowTheFormulas) {
   const std::uint64_t n = 4099;
   const auto g = gradient(8, me, n);
   {
+    // The ring (the default transport): a CRC32C of 4 bytes per segment
+    // received, one segment per step at this size.
     auto ex = make_exchange(config(StrategyKind::allreduce, codec(CodecKind::fp32)), comm);
     run(*ex, g, 0, 0);
-    EXPECT_EQ(ex->last_stats().wire_bytes, 2 * std::uint64_t(K - 1) * n * 4 / K);
+    EXPECT_EQ(ex->last_stats().wire_bytes, 2 * std::uint64_t(K - 1) * n * 4 / K + 2 * std::uint64_t(K - 1) * 4);
   }
   {
     auto ex = make_exchange(config(StrategyKind::allgather, codec(CodecKind::elias_dense)), comm);

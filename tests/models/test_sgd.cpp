@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "qsgd/models/sgd.hpp"
 #include "test_util.hpp"
@@ -167,6 +168,17 @@ TEST(LrSchedule, ConstantAndInvalid) {
   s.decay = LrDecay::step;
   s.step_size = 0;
   EXPECT_THROW(s.validate(), std::invalid_argument);
+}
+
+// The update counts the gradient's NaN and infinite coordinates in its own
+// pass (the trainer ends a run on any); finite ones, the largest included,
+// count nothing.
+TEST(Sgd, StepCountsTheGradientsNonFiniteCoordinates) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto p = flat({0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+  Sgd sgd(p, config(0.1, 0.0, 0.0));
+  EXPECT_EQ(sgd.step(flat({1.0f, -std::numeric_limits<float>::max(), 0.0f, 1e-45f, 3.0f})), 0u);
+  EXPECT_EQ(sgd.step(flat({nan, 1.0f, inf, -inf, 0.0f})), 3u);
 }
 
 }  // namespace

@@ -29,14 +29,16 @@ def close(a, b, tol=1e-6):
 
 def write_trace(path, cfg, K, steps, link="1gbit", epoch_time=1.0, step_time=0.1, exposed=0.002,
                 in_flight=0.004, wire=100000, bits=None, phase=0.01, zero_phases=(), evals=None,
-                eval_steps=None, epoch_accuracy=0.9, buckets=None):
+                eval_steps=None, epoch_accuracy=0.9, buckets=None, arrive=None, host_cpus=None):
     """One trace of `steps` steps (one epoch) at K ranks. exposed, in_flight: per
     rank, a scalar for every rank or a list of K; phase: every other phase's
     seconds, 0 for those in zero_phases; bits: bits per dimension (default 32
     for fp32, 16 for bf16, 6 otherwise); evals: [(train_time, accuracy)] at
     eval_steps (default 1, 2, ...); buckets: (count, done) where done is the
     time since the step began at which every bucket's network phase ends
-    (None: inside the step), for the suite's runs only."""
+    (None: inside the step), for the suite's runs only; arrive: a list of K
+    seconds added to each rank's bucket times (when it reached the exchange);
+    host_cpus: the CPUs of the one host (default K: a core per rank)."""
     def per_rank(v):
         return np.tile(np.asarray(v if isinstance(v, list) else [v] * K, dtype=float), (steps, 1))
     with h5py.File(path, "w") as f:
@@ -49,6 +51,7 @@ def write_trace(path, cfg, K, steps, link="1gbit", epoch_time=1.0, step_time=0.1
         a["steps_per_full_epoch"] = str(steps)
         a["complete"] = "true"
         a["hosts"] = json.dumps(["synthetic-host"] * K)
+        a["host_cpus"] = str(K if host_cpus is None else host_cpus)
         if cfg.get("peer"):
             a["comm_exposed_method"] = "backward(DDP) - median backward without DDP"
         else:
@@ -71,7 +74,7 @@ def write_trace(path, cfg, K, steps, link="1gbit", epoch_time=1.0, step_time=0.1
             b = f.create_group("buckets")
             start = np.zeros((steps, K, count))
             for j in range(count):
-                start[:, :, j] = 0.02 + 0.01 * j
+                start[:, :, j] = 0.02 + 0.01 * j + np.asarray(arrive or [0.0] * K, dtype=float)
             b["start"] = start
             b["posted"] = start + 0.001
             b["done"] = start + 0.03 if done_at is None else np.full_like(start, done_at)

@@ -48,13 +48,14 @@ def config(seed, strategy, codec, s=16, ddp=False):
 
 
 def write_trace(path, cfg, link="1gbit", epoch_time=1.0, tta=None, exposed=0.002, in_flight=0.004,
-                wire=WIRE, step_time=0.1):
+                wire=WIRE, step_time=0.1, arrive=None, host_cpus=None):
     """One trace of K ranks (synthetic_traces.write_trace). tta: the training
     time at which the evaluations (steps 2 and 4) reach accuracy 0.9 (they
     read 0.5 before); without it they read 0.5 and 0.6."""
     evals = [(tta / 2, 0.5), (tta, 0.9)] if tta else [(epoch_time / 2, 0.5), (epoch_time, 0.6)]
     write_synthetic(path, cfg, K, STEPS, link=link, epoch_time=epoch_time, step_time=step_time, exposed=exposed,
-                    in_flight=in_flight, wire=wire, evals=evals, eval_steps=[2, 4], epoch_accuracy=0.9)
+                    in_flight=in_flight, wire=wire, evals=evals, eval_steps=[2, 4], epoch_accuracy=0.9,
+                    buckets=(2, None) if arrive else None, arrive=arrive, host_cpus=host_cpus)
 
 
 def build(d):
@@ -75,6 +76,14 @@ def build(d):
     t["ddp-s2"] = (config(2, "ddp", "fp32", ddp=True), dict(epoch_time=160.0, tta=140.0, exposed=0.05))
     # Exposed 0.02 s against 0.01 s of link time: fails the 1.05 bound (exposed alone).
     t["slow-s4"] = (config(4, "allreduce", "fp32"), dict(epoch_time=10.0, exposed=0.02, in_flight=0.01))
+    # Rank 1 reaches the exchange 0.03 s after rank 0, which waits for it (exposed 0.035 s: 0.03 for
+    # rank 1, 0.005 for the link); rank 0's step is the longer one. The check takes rank 1:
+    # 0.005 + hidden min(0.01, 0.01 - 0.005) = 0.01 of 0.01 s.
+    t["skew-s5"] = (config(5, "allreduce", "fp32"), dict(epoch_time=10.0, exposed=[0.035, 0.005], in_flight=0.01,
+                                                        step_time=[0.1001, 0.1], arrive=[0.0, 0.03]))
+    # As slow-s4 on a host of one CPU for both ranks: not checked (a rank waits for the core).
+    t["shared-s6"] = (config(6, "allreduce", "fp32"), dict(epoch_time=10.0, exposed=0.02, in_flight=0.01,
+                                                          host_cpus=1))
     # No link: hidden n/a, in flight still reported.
     t["local-s1"] = (config(1, "allreduce", "fp32"), dict(link="local", epoch_time=10.0, in_flight=0.03))
     for name, (cfg, kw) in t.items():
@@ -188,7 +197,7 @@ def check_in_flight(g, err):
           "ddp-s2: hidden n/a, exposed an estimate (got %s, %s)"
           % (g("ddp-s2", "hidden_fraction"), g("ddp-s2", "comm_estimated")))
 
-    # --- the link bound: (exposed + hidden) of the slowest rank <= 1.05 x link time ---
+    # --- the link bound: (exposed + hidden) of the last rank to arrive <= 1.05 x link time ---
     check(close(g("q4-s1", "link_bound"), 1.0) and g("q4-s1", "link_bound_violated") is False,
           "q4-s1: link bound 1.0 (0.002 + 0.008 of 0.01 s), passes (got %s, %s)"
           % (g("q4-s1", "link_bound"), g("q4-s1", "link_bound_violated")))
@@ -200,6 +209,17 @@ def check_in_flight(g, err):
           "one warning, naming slow-s4.h5 (got %s)" % warns)
     check(g("local-s1", "link_bound_violated") is None and g("ddp-s2", "link_bound_violated") is None,
           "no link bound check without a link nor for DDP")
+    check(close(g("skew-s5", "link_bound"), 1.0) and g("skew-s5", "link_bound_violated") is False,
+          "skew-s5: the check takes rank 1, the last to arrive: 1.0, passes (got %s, %s)"
+          % (g("skew-s5", "link_bound"), g("skew-s5", "link_bound_violated")))
+    check(close(g("skew-s5", "peer_wait"), 0.015),
+          "skew-s5: peer wait 0.03 s on rank 0, 0 on rank 1: 0.015 s per rank (got %s)" % g("skew-s5", "peer_wait"))
+    check(g("q4-s1", "peer_wait") is None,
+          "q4-s1: no buckets in the trace, no peer wait (got %s)" % g("q4-s1", "peer_wait"))
+    check(close(g("shared-s6", "link_bound"), 2.0) and g("shared-s6", "link_bound_violated") is None
+          and close(g("shared-s6", "ranks_per_core"), 2.0),
+          "shared-s6: two ranks on one CPU: ratio 2.0 reported, not checked (got %s, %s, %s)"
+          % (g("shared-s6", "link_bound"), g("shared-s6", "link_bound_violated"), g("shared-s6", "ranks_per_core")))
 
 
 
@@ -255,7 +275,7 @@ def check_text(d):
     for h in ("model", "K", "space", "link", "strategy", "codec", "comm", "hidden", "other", "in-flight",
               "epoch s", "speedup", "x bf16", "scal.eff", "accuracy", "t(85%) s", "tta x", "tta x bf16"):
         check(h in head, "text table has column '%s' (columns: %s)" % (h, head))
-    check(len(rows) == 10, "text table has 10 rows (got %d)" % len(rows))
+    check(len(rows) == 12, "text table has 12 rows (got %d)" % len(rows))
     by_epoch = {}
     for r in rows:
         by_epoch.setdefault((r.get("strategy"), r.get("epoch s")), []).append(r)
@@ -329,6 +349,20 @@ def check_reading():
               "--reading -: no comparison without a reference")
 
 
+def check_journal():
+    """A trace with a journal beside it (a running, killed or lost run) gets a
+    warning naming the journal and qsgd-trace merge; its row still comes."""
+    with tempfile.TemporaryDirectory(prefix="qsgd-summary-journal.") as d:
+        t = os.path.join(d, "live.h5")
+        write_trace(t, config(1, "allreduce", "fp32"), link="local")
+        open(t + ".journal", "wb").close()
+        out, err = run(d)
+        check("live.h5.journal: steps flushed after" in err and "qsgd-trace merge" in err,
+              "a journal beside a trace is named with qsgd-trace merge (got %s)" % err.strip()[-300:])
+        os.remove(t + ".journal")
+        _, err = run(d)
+        check("journal" not in err, "no journal, no warning (got %s)" % err.strip()[-300:])
+
 
 def main():
     if not os.path.isfile(SUMMARY):
@@ -343,7 +377,7 @@ def main():
                   % (e, len(FAILURES)))
             return 1
         runs = {os.path.basename(r["file"])[:-3]: r for r in doc["runs"]}
-        check(len(runs) == 10, "10 runs in the JSON (got %d)" % len(runs))
+        check(len(runs) == 12, "12 runs in the JSON (got %d)" % len(runs))
         g = lambda name, k: runs[name].get(k)  # noqa: E731
 
         check_speedups(g)
@@ -353,6 +387,7 @@ def main():
     check_functions()
     check_reading()
     check_ceiling()
+    check_journal()
 
     return verdict("test_qsgd_summary", SUMMARY)
 

@@ -49,7 +49,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$repo" ] && [ -n "$train" ] || { echo "usage: $0 --repo DIR --train PATH" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-. "$here/../trace_query.sh"  # attr, is_complete, steps_in, data_of
+. "$here/../trace_query.sh"  # attr, is_complete, steps_in, live_steps, data_of
+export QSGD_TRACE_TOOL="$(dirname "$train")/qsgd-trace"
 t0=$SECONDS
 say() { echo "[slurm-test $((SECONDS - t0))s] $*"; }
 
@@ -555,8 +556,8 @@ signal_mid_run() {
   for _ in $(seq 60); do [ "$(job_states "$1")" = "JobState=RUNNINGx1" ] && break; sleep 1; done
   [ "$(job_states "$1")" = "JobState=RUNNINGx1" ] ||
     fail "$3: job $1 is not running 60 s after its submission (beside 6b's): $(job_states "$1")"
-  for _ in $(seq 600); do [ "$(steps_in "$2")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
-  [ "$(steps_in "$2")" -ge 16 ] 2>/dev/null || fail "$3: the run wrote no 16 steps in 60 s"
+  for _ in $(seq 600); do [ "$(live_steps "$2")" -ge 16 ] 2>/dev/null && break; sleep 0.1; done
+  [ "$(live_steps "$2")" -ge 16 ] 2>/dev/null || fail "$3: the run wrote no 16 steps in 60 s"
   scancel --batch --signal=USR1 "$1" || fail "$3: scancel --signal failed"
   deadline=$((SECONDS + 150))
   until is_complete "$2"; do [ "$SECONDS" -lt "$deadline" ] || fail "$3: the run did not finish within 150 s"; sleep 1; done

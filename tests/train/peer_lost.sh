@@ -20,6 +20,7 @@ set -uo pipefail
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/../peer_lost.sh"  # ranks_of, kill_rank_and_wait, expect_abort_7
 mpirun=$1 k=$2 victim=$3 train=$4 strategy=$5 transport=$6
+export QSGD_TRACE_TOOL="$(dirname "$train")/qsgd-trace"
 bound=60
 dir=$(mktemp -d)
 trap 'pkill -9 -f "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -28,12 +29,12 @@ setsid "$mpirun" -np "$k" --oversubscribe --mca orte_abort_on_non_zero_status 0 
   --strategy "$strategy" --transport "$transport" --codec fixed --bits 4 --epochs 1000000 --flush-every 1 \
   --peer-timeout 10 --trace "$t" > "$dir/out.log" 2>&1 &
 pid=$!
-# Training is under way once the trace holds a few steps (it is rewritten
-# and renamed at every step, so it is always complete when it exists).
+# Training is under way once the trace holds a few steps (the file, always
+# complete when it exists, with its journal).
 n=0
 start=$SECONDS
 while [ $((SECONDS - start)) -lt 120 ]; do
-  [ -f "$t" ] && n=$(steps_in "$t") && [ "${n:-0}" -ge 5 ] && break
+  [ -f "$t" ] && n=$(live_steps "$t") && [ "${n:-0}" -ge 5 ] && break
   kill -0 "$pid" 2>/dev/null || { cat "$dir/out.log"; fail "the run ended before the kill"; }
   sleep 0.1
 done
@@ -46,6 +47,7 @@ msg=$(grep -E "^qsgd: rank [0-9]+: no progress on the .* at step [0-9]+.* for [0
 grep -v -q "^qsgd: rank $victim:" <<< "$msg" || fail "only the killed rank is named: $msg"
 expect_abort_7 "$dir/out.log"
 h5dump -H "$t" > /dev/null || fail "the trace does not open with h5dump"
+trace_tool merge "$t" > /dev/null || fail "qsgd-trace merge failed on the lost run's trace"
 n=$(steps_in "$t")
 [ -n "$n" ] && [ "$n" -ge 5 ] || fail "the trace holds ${n:-no} steps"
 last=$(data_of "$t" /steps/step | tail -n 1)

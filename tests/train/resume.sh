@@ -4,8 +4,10 @@
 # training losses and step counts, which come from the per-rank totals the
 # checkpoint carries); training time goes on from the checkpoint's.
 #   1. SIGKILL of every rank right after step 7, checkpoints every 3 steps:
-#      resumes from step 6. The trace keeps both attempts' provenance
-#      (/attempts/0 from step 0, /attempts/1 from step 6).
+#      the trace file opens, with its journal it holds the 7 steps (a merged
+#      copy shows them), and the run resumes from step 6 on the file and its
+#      journal. The trace keeps both attempts' provenance (/attempts/0 from
+#      step 0, /attempts/1 from step 6).
 #   2. SIGUSR1 to mpirun (which forwards it to the ranks) with
 #      --checkpoint-signal USR1 and no periodic checkpoints: the ranks agree
 #      on a step, checkpoint after it and exit with code 8; --resume goes on
@@ -21,6 +23,7 @@
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 mpirun=$1 train=$2
+export QSGD_TRACE_TOOL="$(dirname "$train")/qsgd-trace"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 args=("${TINY[@]}" --strategy allgather --codec fixed --bits 4 --max-steps 10 --epochs 2 --flush-every 1 --eval-every 4)
@@ -46,7 +49,10 @@ QSGD_TEST_CRASH_AFTER_STEP=7 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]
   --trace "$dir/run.h5" --checkpoint "$dir/ckpt" --checkpoint-every 3 > "$dir/crash.log" 2>&1 \
   && fail "the crash hook did not stop the run"
 h5dump -H "$dir/run.h5" > /dev/null || fail "trace of the killed run does not open"
-[ "$(steps_in "$dir/run.h5")" = 7 ] || fail "killed run's trace holds $(steps_in "$dir/run.h5") steps, expected 7"
+[ "$(live_steps "$dir/run.h5")" = 7 ] || fail "killed run's trace and journal hold $(live_steps "$dir/run.h5") steps, expected 7"
+mkdir "$dir/copy" && cp "$dir/run.h5" "$dir/run.h5.journal" "$dir/copy/" || fail "the killed run left no journal"
+trace_tool merge "$dir/copy/run.h5" > /dev/null || fail "qsgd-trace merge failed on the killed run's trace"
+[ "$(steps_in "$dir/copy/run.h5")" = 7 ] || fail "the merged trace holds $(steps_in "$dir/copy/run.h5") steps, expected 7"
 sleep 1  # the resume's date (whole seconds) differs from the killed run's
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" --trace "$dir/run.h5" --checkpoint "$dir/ckpt" \
   --checkpoint-every 3 --resume 2> "$dir/resume.log" || { cat "$dir/resume.log"; fail "resume failed"; }
@@ -71,7 +77,7 @@ slow=(--synthetic-backward-ms 20 --checkpoint "$dir/sig.ckpt" --checkpoint-signa
 "$mpirun" -np 2 --oversubscribe "$train" "${args[@]}" "${slow[@]}" --trace "$dir/sig.h5" > "$dir/sig.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do  # until the trace holds 3 steps
-  [ "$(steps_in "$dir/sig.h5" 2>/dev/null)" -ge 3 ] 2>/dev/null && break
+  [ "$(live_steps "$dir/sig.h5")" -ge 3 ] 2>/dev/null && break
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
@@ -80,6 +86,7 @@ wait "$pid"; rc=$?
 [ "$rc" = 8 ] || { cat "$dir/sig.log"; fail "stopped run exited with $rc, expected 8"; }
 grep -q "stopped at signal .* after a checkpoint in $dir/sig.ckpt" "$dir/sig.log" || { cat "$dir/sig.log"; fail "no stop message"; }
 n=$(steps_in "$dir/sig.h5")
+[ ! -e "$dir/sig.h5.journal" ] || fail "a stopped run left its trace's journal (the file holds everything)"
 [ "$(attr "$dir/sig.h5" complete)" != true ] || fail "a stopped run's trace is marked complete"
 [ "$n" -ge 3 ] && [ "$n" -lt 20 ] || fail "the stopped run's trace holds $n steps"
 # The checkpoint is at the step where the trace stopped (its global step:

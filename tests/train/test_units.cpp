@@ -1,7 +1,8 @@
 // Unit tests of qsgd::train's pieces that need no MPI job: the command line
 // (every refusal names the option and the value), the checkpoint file
 // (round trip of every field, each mismatch named, the size checked before
-// anything is read) and the trace reader on older traces. The end-to-end
+// anything is read), the trace reader on older traces and the trace's
+// journal (appends, torn and damaged records, merge). The end-to-end
 // checks of qsgd-train are the shell tests next to this file.
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -12,11 +13,13 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "qsgd/kernels/crc32c.hpp"
 #include "qsgd/support/durable_file.hpp"
 #include "qsgd/train/checkpoint.hpp"
 #include "qsgd/train/options.hpp"
@@ -418,4 +421,189 @@ TEST(Trace, AStepFieldAddedLaterIsNaNWhereATraceLacksIt) {
   w.flush();
   const auto v = read_norms();
   EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1])) << v[0] << ", " << v[1];
+}
+
+// ---- the trace's journal (train/include/qsgd/train/trace.hpp) ----
+namespace {
+
+namespace qtr = qsgd::trace;
+
+// A trace at `path` of 2 ranks: steps [0, first) in the file (the first
+// flush writes the file), then one journal record per entry of `later`
+// (that many steps each).
+struct JournalTrace {
+  TempPath f;
+  std::string journal;
+  explicit JournalTrace(const std::string& tag = "") {
+    f.path += tag;
+    journal = qtr::journal_path(f.path);
+  }
+  ~JournalTrace() { std::remove(journal.c_str()); }
+  static std::vector<qtr::StepRecord> row(std::int64_t step) {
+    std::vector<qtr::StepRecord> r(2);
+    for (int k = 0; k < 2; ++k) {
+      r[k].step = step;
+      r[k].loss = 1.0 + static_cast<double>(step) + 0.5 * k;
+      r[k].buckets = 2;
+      r[k].bucket_posted[1] = 0.25 * static_cast<double>(step);
+      r[k].wire_bytes = 1000 + static_cast<std::uint64_t>(step);
+    }
+    return r;
+  }
+  void write(int first, const std::vector<int>& later) {
+    qtr::TraceWriter w(f.path, 2, {{"label", "journal"}}, false);
+    std::int64_t s = 0;
+    for (; s < first; ++s) w.add_step(row(s));
+    w.flush();
+    for (int n : later) {
+      for (int i = 0; i < n; ++i, ++s) w.add_step(row(s));
+      w.flush();
+    }
+  }
+  std::vector<qtr::StepRecord> load_steps() {  // as a resume reads them: the steps' first rank
+    qtr::TraceWriter w(f.path, 2, {{"label", "resume"}}, true);
+    loaded_journal_steps = w.journal_steps();
+    return std::vector<qtr::StepRecord>(static_cast<std::size_t>(w.steps()));
+  }
+  std::int64_t loaded_journal_steps = -1;
+  std::string load_error() {
+    try {
+      qtr::TraceWriter w(f.path, 2, {{"label", "resume"}}, true);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+void write_bytes(const std::string& path, const std::vector<char>& b) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+}  // namespace
+
+// A flush after the first appends to the journal and leaves the file alone;
+// a resume folds the journal in; merge writes one file holding every step.
+TEST(TraceJournal, FlushesAppendAndResumeAndMergeFoldThemIn) {
+  JournalTrace t;
+  t.write(3, {2, 4});
+  const auto file_before = bytes_of(t.f.path);
+  const auto c = qtr::inspect(t.f.path);
+  EXPECT_EQ(c.file_steps, 3);
+  EXPECT_EQ(c.journal_steps, 6);
+  t.load_steps();
+  EXPECT_EQ(t.loaded_journal_steps, 6);
+  {
+    qtr::TraceWriter w(t.f.path, 2, {{"label", "resume"}}, true);
+    EXPECT_EQ(w.steps(), 9);
+  }
+  EXPECT_EQ(bytes_of(t.f.path), file_before) << "loading changed the file";
+  EXPECT_EQ(qtr::merge_journal(t.f.path), 6);
+  EXPECT_FALSE(std::ifstream(t.journal).good()) << "merge left " << t.journal;
+  const auto m = qtr::inspect(t.f.path);
+  EXPECT_EQ(m.file_steps, 9);
+  EXPECT_EQ(m.journal_steps, 0);
+  // Every step's fields came through the journal: wire bytes of step 8.
+  const hid_t file = H5Fopen(t.f.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  std::vector<std::uint64_t> wire(18);
+  std::vector<double> posted(18 * 2);
+  const hid_t d = H5Dopen2(file, "steps/wire_bytes", H5P_DEFAULT);
+  const hid_t p = H5Dopen2(file, "buckets/posted", H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  ASSERT_GE(p, 0);
+  H5Dread(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, wire.data());
+  H5Dread(p, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, posted.data());
+  H5Dclose(d);
+  H5Dclose(p);
+  H5Fclose(file);
+  EXPECT_EQ(wire[16], 1008u);
+  EXPECT_EQ(posted[(8 * 2 + 1) * 2 + 1], 2.0);  // step 8, rank 1, bucket 1
+}
+
+// Attributes set after the file was last written (a run's final ones) come
+// back through the journal when it is merged.
+TEST(TraceJournal, MergeKeepsAttributesSetAfterTheLastRewrite) {
+  JournalTrace t;
+  {
+    qtr::TraceWriter w(t.f.path, 2, {{"label", "journal"}}, false);
+    w.add_step(JournalTrace::row(0));
+    w.flush();
+    w.add_step(JournalTrace::row(1));
+    w.set_attribute("note", "set later");
+    w.flush();
+  }
+  EXPECT_EQ(qtr::merge_journal(t.f.path), 1);
+  const hid_t file = H5Fopen(t.f.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_GT(H5Aexists(file, "note"), 0) << "the attribute set after the last rewrite is lost";
+  EXPECT_GT(H5Aexists(file, "label"), 0);
+  H5Fclose(file);
+}
+
+// A crash inside an append leaves a record cut short at the end: ignored,
+// with the records before it.
+TEST(TraceJournal, ARecordCutShortAtTheEndIsIgnored) {
+  JournalTrace t;
+  t.write(1, {2, 3});
+  auto j = bytes_of(t.journal);
+  j.resize(j.size() - 5);
+  write_bytes(t.journal, j);
+  t.load_steps();
+  EXPECT_EQ(t.loaded_journal_steps, 2);
+}
+
+// Damage followed by more records is not a crash's: refused, naming it.
+TEST(TraceJournal, ADamagedRecordBeforeOthersIsRefused) {
+  JournalTrace t;
+  t.write(1, {2, 3});
+  auto j = bytes_of(t.journal);
+  j[64 + 8 + 20] ^= 0x04;  // inside the first record's payload
+  write_bytes(t.journal, j);
+  const std::string why = t.load_error();
+  EXPECT_NE(why.find("record 0 (byte 64) fails its checksum"), std::string::npos) << why;
+}
+
+TEST(TraceJournal, ADamagedHeaderIsRefused) {
+  JournalTrace t;
+  t.write(1, {2});
+  auto j = bytes_of(t.journal);
+  j[20] ^= 0x01;  // the bound file's size
+  write_bytes(t.journal, j);
+  const std::string why = t.load_error();
+  EXPECT_NE(why.find("its header fails its checksum"), std::string::npos) << why;
+}
+
+// A journal bound to another file (a crash between a rewrite and the
+// journal's restart leaves the old one) holds nothing the file lacks.
+TEST(TraceJournal, AJournalOfAnotherFileIsIgnored) {
+  JournalTrace a("-a"), b("-b");
+  a.write(2, {3});
+  b.write(4, {1});
+  write_bytes(b.journal, bytes_of(a.journal));
+  b.load_steps();
+  EXPECT_EQ(b.loaded_journal_steps, 0);
+  EXPECT_EQ(qtr::merge_journal(b.f.path), 0);
+  EXPECT_FALSE(std::ifstream(b.journal).good()) << "merge kept a journal bound to another file";
+  EXPECT_EQ(qtr::inspect(b.f.path).file_steps, 4);
+}
+
+// A record claiming more steps than its bytes hold is refused before
+// anything is sized from the claim.
+TEST(TraceJournal, AClaimBeyondTheRecordIsRefused) {
+  JournalTrace t;
+  t.write(1, {2});
+  auto j = bytes_of(t.journal);
+  // The step count (the payload's first u32) set to 2^31, the record's CRC
+  // recomputed (a bad CRC on the last record reads as a torn append).
+  const std::uint32_t huge = 1u << 31;
+  std::memcpy(&j[64 + 8], &huge, 4);
+  std::uint32_t payload = 0;
+  std::memcpy(&payload, &j[64 + 4], 4);
+  const std::uint32_t crc =
+      qsgd::detail::crc32c_bytes_host(reinterpret_cast<const unsigned char*>(&j[64 + 8]), payload);
+  std::memcpy(&j[64 + 8 + payload], &crc, 4);
+  write_bytes(t.journal, j);
+  const std::string why = t.load_error();
+  EXPECT_NE(why.find("claims 2147483648 steps, more than its"), std::string::npos) << why;
 }

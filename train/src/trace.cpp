@@ -6,14 +6,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 
-#include "qsgd/support/durable_file.hpp"
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+
+#include "qsgd/support/durable_file.hpp"
 
 #include "qsgd/kernels/crc32c.hpp"
 
@@ -185,9 +190,147 @@ std::uint32_t crc_after_block(std::FILE* f, const std::string& path, std::uint64
   return ~crc;
 }
 
+// ---- the journal (docs/traces.md, "Journal") ----
+// Little-endian, as the writer's CPU stores it. Header: magic (16 bytes),
+// the trace file's size (u64) and CRC (u32) as its checksum block states
+// them, ranks (u32), the rows of /steps, /epochs and /evals the file holds
+// (u64 each), CRC32C of those 56 bytes (u32), zeros to 64 bytes. Then one
+// record per flush: record_magic (u32), payload bytes (u32), the payload,
+// CRC32C of the payload (u32). Payload: counts of steps, epochs,
+// evaluations and attributes (u32 each), then each step's K records, each
+// epoch, each evaluation, each attribute (key, value).
+constexpr char journal_magic[16] = {'Q', 'S', 'G', 'D', '-', 'T', 'R', 'A', 'C', 'E', '-', 'J', 'R', 'N', 'L', '1'};
+constexpr std::size_t journal_header_bytes = 64;
+constexpr std::uint32_t record_magic = 0x524A5351u;  // "QSJR"
+// What one step record occupies at least: step, epoch, buckets, the fields,
+// wire bytes (no bucket times).
+constexpr std::size_t min_step_bytes = 8 + 4 + 4 + std::size(step_fields) * 8 + 8;
+
+std::uint32_t crc32c(const void* p, std::size_t n) {
+  return qsgd::detail::crc32c_bytes_host(static_cast<const unsigned char*>(p), n);
+}
+
+struct Out {
+  std::string b;
+  template <class T>
+  void put(T v) {
+    b.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put_string(const std::string& v) {
+    put(static_cast<std::uint32_t>(v.size()));
+    b.append(v);
+  }
+};
+
+struct In {
+  const unsigned char* p;
+  std::size_t n, at = 0;
+  const std::string& where;
+  template <class T>
+  T get() {
+    if (n - at < sizeof(T)) fail(where + " ends inside a field");
+    T v;
+    std::memcpy(&v, p + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  std::string get_string(std::size_t limit) {
+    const auto len = get<std::uint32_t>();
+    if (len > limit || n - at < len) fail(where + " holds a string of " + std::to_string(len) + " bytes");
+    std::string v(reinterpret_cast<const char*>(p + at), len);
+    at += len;
+    return v;
+  }
+};
+
+void put_step(Out& o, const StepRecord& r) {
+  o.put(r.step);
+  o.put(r.epoch);
+  o.put(r.buckets);
+  for (const auto& f : step_fields) o.put(r.*(f.member));
+  o.put(r.wire_bytes);
+  for (int b = 0; b < std::min(std::max(r.buckets, 0), max_buckets); ++b) {
+    o.put(r.bucket_start[b]);
+    o.put(r.bucket_posted[b]);
+    o.put(r.bucket_done[b]);
+  }
+}
+
+StepRecord get_step(In& in) {
+  StepRecord r;
+  r.step = in.get<std::int64_t>();
+  r.epoch = in.get<std::int32_t>();
+  r.buckets = in.get<std::int32_t>();
+  if (r.buckets < 0) fail(in.where + " holds a negative bucket count (" + std::to_string(r.buckets) + ")");
+  for (const auto& f : step_fields) r.*(f.member) = in.get<double>();
+  r.wire_bytes = in.get<std::uint64_t>();
+  for (int b = 0; b < std::min(r.buckets, max_buckets); ++b) {
+    r.bucket_start[b] = in.get<double>();
+    r.bucket_posted[b] = in.get<double>();
+    r.bucket_done[b] = in.get<double>();
+  }
+  return r;
+}
+
+struct JournalHeader {
+  Seal file;
+  std::uint32_t ranks = 0;
+  std::uint64_t steps = 0, epochs = 0, evals = 0;
+};
+
+std::string journal_header(const JournalHeader& h) {
+  Out o;
+  o.b.append(journal_magic, sizeof journal_magic);
+  o.put(h.file.size);
+  o.put(h.file.crc);
+  o.put(h.ranks);
+  o.put(h.steps);
+  o.put(h.epochs);
+  o.put(h.evals);
+  o.put(crc32c(o.b.data(), o.b.size()));
+  o.b.resize(journal_header_bytes, '\0');
+  return o.b;
+}
+
+// Writes all of `data` at the end of fd; false (errno set) on failure.
+bool write_all(int fd, const char* data, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Reads exactly n bytes at the descriptor's position; false at the end of
+// the file first (a torn record), throws on an error.
+bool read_all(int fd, unsigned char* out, std::size_t n, const std::string& path) {
+  while (n > 0) {
+    const ssize_t r = ::read(fd, out, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail("reading " + path + " failed: " + std::strerror(errno));
+    if (r == 0) return false;
+    out += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+struct Fd {
+  int fd;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
 }  // namespace
 
-void seal(const std::string& path) {
+Seal seal(const std::string& path) {
   File file(std::fopen(path.c_str(), "r+b"));
   if (!file.f) fail("cannot open " + path + " to seal it");
   std::uint64_t size = 0;
@@ -199,9 +342,28 @@ void seal(const std::string& path) {
   if (std::fseek(file.f, 0, SEEK_SET) != 0 || std::fwrite(block, 1, sizeof block, file.f) != sizeof block ||
       std::fflush(file.f) != 0 || ::fsync(fileno(file.f)) != 0)
     fail("writing the checksum block of " + path + " failed");
+  return {size, crc};
 }
 
-void verify_seal(const std::string& path) {
+namespace {
+
+// The size and CRC a file's checksum block states, unverified; {0, 0}
+// without a block (what a journal bound to it can be checked against when
+// the seal itself is not: Check::structure_only).
+Seal stored_seal(const std::string& path) {
+  File file(std::fopen(path.c_str(), "rb"));
+  unsigned char block[checksum_block_bytes];
+  if (!file.f || std::fread(block, 1, sizeof block, file.f) != sizeof block || std::memcmp(block, seal_magic, 16) != 0)
+    return {};
+  Seal s;
+  std::memcpy(&s.size, block + 16, 8);
+  std::memcpy(&s.crc, block + 24, 4);
+  return s;
+}
+
+}  // namespace
+
+Seal verify_seal(const std::string& path) {
   File file(std::fopen(path.c_str(), "rb"));
   if (!file.f) fail("cannot open " + path);
   unsigned char block[checksum_block_bytes];
@@ -217,6 +379,7 @@ void verify_seal(const std::string& path) {
     fail(path + " is " + std::to_string(size) + " bytes, its checksum block says " + std::to_string(stored_size) +
          " (truncated or appended to)");
   if (crc != stored_crc) fail(path + " fails its checksum (damaged since it was written)");
+  return {size, crc};
 }
 
 std::string hdf5_version() {
@@ -367,13 +530,59 @@ std::string read_string_attr(hid_t attr, const std::string& what, const std::str
   return out;
 }
 
+// Every string attribute of an object but `skip` (at most max_attempt_attrs,
+// each at most max_attr_bytes), by name.
+Attributes read_string_attrs(hid_t obj, const std::string& where, const std::string& path,
+                             std::initializer_list<const char*> skip) {
+  // The attribute names, at most max_attempt_attrs + 1 (then refused).
+  struct Names {
+    std::vector<std::string> v;
+    bool name_too_long = false;
+  } names;
+  const auto collect = [](hid_t, const char* n, const H5A_info_t*, void* data) -> herr_t {
+    auto* out = static_cast<Names*>(data);
+    const std::size_t len = ::strnlen(n, 256);
+    if (len >= 256) {
+      out->name_too_long = true;
+      return 1;
+    }
+    out->v.emplace_back(n, len);
+    return out->v.size() > max_attempt_attrs ? 1 : 0;
+  };
+  if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
+    fail(path + ": cannot list the attributes of " + where);
+  if (names.name_too_long) fail(path + ": an attribute name of " + where + " is longer than 255 bytes");
+  if (names.v.size() > max_attempt_attrs)
+    fail(path + ": " + where + " has more attributes than the reader's limit of " + std::to_string(max_attempt_attrs));
+  Attributes out;
+  for (const std::string& key : names.v) {
+    if (std::any_of(skip.begin(), skip.end(), [&](const char* k) { return key == k; })) continue;
+    Handle attr(H5Aopen(obj, key.c_str(), H5P_DEFAULT), H5Aclose,
+                path + ": cannot open attribute '" + key + "' of " + where);
+    out[key] = read_string_attr(attr.id, where + " attribute '" + key + "'", path);
+  }
+  return out;
+}
+
 }  // namespace
 
-void TraceWriter::flush() {
+std::string journal_path(const std::string& path) { return path + ".journal"; }
+
+void TraceWriter::flush(Sync sync) {
+  if (!compacted_ || journal_bytes_ >= compaction_factor * file_bytes_)
+    compact();
+  else
+    append_journal(sync);
+}
+
+void TraceWriter::close() { compact(); }
+
+void TraceWriter::compact() {
   const std::string tmp = qsgd::support::temporary_name(path_);
+  Seal sealed;
   try {
     write_file(tmp);
-    seal(tmp);
+    sealed = seal(tmp);
   } catch (...) {
     std::remove(tmp.c_str());  // the last complete trace stays under path_
     throw;
@@ -383,6 +592,224 @@ void TraceWriter::flush() {
   } catch (const std::exception& e) {
     fail(e.what());
   }
+  compacted_ = true;
+  file_bytes_ = sealed.size;
+  file_crc_ = sealed.crc;
+  flushed_steps_ = steps_.size();
+  flushed_epochs_ = epochs_.size();
+  flushed_evals_ = evals_.size();
+  flushed_attrs_ = attrs_;
+  // The old journal is bound to the file just replaced: the next append
+  // starts a new one. Removing it need not be durable (one that comes back
+  // after a power loss is bound to another file, and ignored).
+  const std::string jp = journal_path(path_);
+  if (std::remove(jp.c_str()) != 0 && errno != ENOENT)
+    fail("cannot remove " + jp + ": " + std::strerror(errno));
+  journal_bytes_ = 0;
+}
+
+void TraceWriter::append_journal(Sync sync) {
+  const std::string jp = journal_path(path_);
+  Out rec;
+  const std::size_t ns = steps_.size() - flushed_steps_, ne = epochs_.size() - flushed_epochs_,
+                    nv = evals_.size() - flushed_evals_;
+  std::vector<const std::pair<const std::string, std::string>*> changed;
+  for (const auto& kv : attrs_) {
+    const auto it = flushed_attrs_.find(kv.first);
+    if (it == flushed_attrs_.end() || it->second != kv.second) changed.push_back(&kv);
+  }
+  if (ns + ne + nv + changed.size() == 0 && journal_bytes_ == 0) return;  // nothing new, nothing to sync
+  if (ns + ne + nv + changed.size() > 0) {
+    rec.put(record_magic);
+    rec.put(std::uint32_t{0});  // payload bytes, below
+    rec.put(static_cast<std::uint32_t>(ns));
+    rec.put(static_cast<std::uint32_t>(ne));
+    rec.put(static_cast<std::uint32_t>(nv));
+    rec.put(static_cast<std::uint32_t>(changed.size()));
+    for (std::size_t i = flushed_steps_; i < steps_.size(); ++i)
+      for (const StepRecord& r : steps_[i]) put_step(rec, r);
+    for (std::size_t i = flushed_epochs_; i < epochs_.size(); ++i) {
+      const EpochRecord& e = epochs_[i];
+      rec.put(e.epoch);
+      rec.put(e.epoch_time);
+      rec.put(e.train_loss);
+      rec.put(e.test_loss);
+      rec.put(e.test_accuracy);
+      rec.put(e.steps);
+    }
+    for (std::size_t i = flushed_evals_; i < evals_.size(); ++i) {
+      const EvalRecord& e = evals_[i];
+      rec.put(e.step);
+      rec.put(e.epoch);
+      rec.put(e.train_time);
+      rec.put(e.test_loss);
+      rec.put(e.test_accuracy);
+    }
+    for (const auto* kv : changed) {
+      rec.put_string(kv->first);
+      rec.put_string(kv->second);
+    }
+    const std::size_t payload = rec.b.size() - 8;
+    if (payload > 0xFFFFFFFFull - 8) fail("a flush of more than 4 GiB of records: flush more often");
+    const auto n = static_cast<std::uint32_t>(payload);
+    std::memcpy(&rec.b[4], &n, 4);
+    rec.put(crc32c(rec.b.data() + 8, payload));
+  }
+  if (journal_bytes_ == 0) {  // a new journal, bound to the file as it is
+    const std::string head = journal_header(
+        {{file_bytes_, file_crc_}, static_cast<std::uint32_t>(ranks_), flushed_steps_, flushed_epochs_, flushed_evals_});
+    const std::string tmp = qsgd::support::temporary_name(jp);
+    {
+      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (fd.fd < 0) fail("cannot create " + tmp + ": " + std::strerror(errno));
+      if (!write_all(fd.fd, head.data(), head.size()) || ::fsync(fd.fd) != 0) {
+        const int err = errno;
+        std::remove(tmp.c_str());
+        fail("writing " + tmp + " failed: " + std::strerror(err));
+      }
+    }
+    try {
+      qsgd::support::durable_rename(tmp, jp);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    journal_bytes_ = head.size();
+  }
+  Fd fd(::open(jp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  if (fd.fd < 0) fail("cannot open " + jp + " to append: " + std::strerror(errno));
+  if (!write_all(fd.fd, rec.b.data(), rec.b.size()) ||
+      (sync == Sync::durable && ::fdatasync(fd.fd) != 0)) {
+    const int err = errno;
+    // A torn record must not be followed by the next flush's: cut it off.
+    const bool cut = ::ftruncate(fd.fd, static_cast<off_t>(journal_bytes_)) == 0;
+    fail("appending to " + jp + " failed: " + std::strerror(err) +
+         (cut ? "" : " (and cutting the partial record off failed: a resume ignores it only as the last one)"));
+  }
+  journal_bytes_ += rec.b.size();
+  flushed_steps_ = steps_.size();
+  flushed_epochs_ = epochs_.size();
+  flushed_evals_ = evals_.size();
+  flushed_attrs_ = attrs_;
+}
+
+void TraceWriter::load_journal(Check check) {
+  const std::string jp = journal_path(path_);
+  Fd fd(::open(jp.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) {
+    if (errno == ENOENT) return;
+    fail("cannot open " + jp + ": " + std::strerror(errno));
+  }
+  struct stat sb;
+  if (::fstat(fd.fd, &sb) != 0) fail("cannot stat " + jp);
+  const auto bytes = static_cast<std::uint64_t>(sb.st_size);
+  unsigned char head[journal_header_bytes];
+  if (!read_all(fd.fd, head, sizeof head, jp) || std::memcmp(head, journal_magic, sizeof journal_magic) != 0)
+    fail(jp + " is not a trace journal (no header), or its header is damaged: move it away to resume from " + path_ +
+         " alone (its steps are then lost)");
+  const std::string where = jp + " header";
+  In in{head, sizeof head, 16, where};
+  JournalHeader h;
+  h.file.size = in.get<std::uint64_t>();
+  h.file.crc = in.get<std::uint32_t>();
+  h.ranks = in.get<std::uint32_t>();
+  h.steps = in.get<std::uint64_t>();
+  h.epochs = in.get<std::uint64_t>();
+  h.evals = in.get<std::uint64_t>();
+  const std::size_t covered = in.at;
+  if (in.get<std::uint32_t>() != crc32c(head, covered)) fail(jp + ": its header fails its checksum");
+  // Bound to another file (the one before the last rewrite): nothing in it
+  // is missing from this one.
+  const Seal file = check == Check::seal_and_structure ? Seal{file_bytes_, file_crc_} : stored_seal(path_);
+  if (h.file.size != file.size || h.file.crc != file.crc) return;
+  if (h.ranks != static_cast<std::uint32_t>(ranks_) || h.steps != steps_.size() || h.epochs != epochs_.size() ||
+      h.evals != evals_.size())
+    fail(jp + " extends a trace of " + std::to_string(h.ranks) + " ranks and " + std::to_string(h.steps) +
+         " steps, " + path_ + " holds " + std::to_string(ranks_) + " ranks and " + std::to_string(steps_.size()));
+  std::uint64_t at = journal_header_bytes;
+  std::vector<unsigned char> buf;
+  const std::size_t K = static_cast<std::size_t>(ranks_);
+  for (int index = 0;; ++index) {
+    unsigned char frame[8];
+    if (bytes - at < 8 || !read_all(fd.fd, frame, 8, jp)) break;  // the end, or a torn record
+    std::uint32_t magic = 0, payload = 0;
+    std::memcpy(&magic, frame, 4);
+    std::memcpy(&payload, frame + 4, 4);
+    const std::string rec_where = jp + ": record " + std::to_string(index) + " (byte " + std::to_string(at) + ")";
+    if (magic != record_magic) fail(rec_where + " is damaged (no record mark)");
+    if (bytes - at - 8 < std::uint64_t{payload} + 4) break;  // torn: the file ends inside it
+    buf.resize(std::size_t{payload} + 4);
+    if (!read_all(fd.fd, buf.data(), buf.size(), jp)) break;
+    std::uint32_t crc = 0;
+    std::memcpy(&crc, buf.data() + payload, 4);
+    const bool last = at + 8 + payload + 4 == bytes;
+    if (crc != crc32c(buf.data(), payload)) {
+      if (last) break;  // torn: a record cut short by a crash
+      fail(rec_where + " fails its checksum (damaged; later records follow it)");
+    }
+    In r{buf.data(), payload, 0, rec_where};
+    const std::size_t ns = r.get<std::uint32_t>(), ne = r.get<std::uint32_t>(), nv = r.get<std::uint32_t>(),
+                      na = r.get<std::uint32_t>();
+    if (ns > (payload - r.at) / (min_step_bytes * K))
+      fail(rec_where + " claims " + std::to_string(ns) + " steps, more than its " + std::to_string(payload) +
+           " bytes hold");
+    if (steps_.size() + ns > max_trace_rows || (steps_.size() + ns) * K > max_trace_records)
+      fail(rec_where + " takes the trace past the reader's limit of " + std::to_string(max_trace_records) +
+           " step records");
+    if (ne > payload || nv > payload || na > payload) fail(rec_where + " claims more rows than its bytes hold");
+    for (std::size_t i = 0; i < ns; ++i) {
+      std::vector<StepRecord> row(K);
+      for (auto& rr : row) rr = get_step(r);
+      steps_.push_back(std::move(row));
+    }
+    for (std::size_t i = 0; i < ne; ++i) {
+      EpochRecord e;
+      e.epoch = r.get<std::int32_t>();
+      e.epoch_time = r.get<double>();
+      e.train_loss = r.get<double>();
+      e.test_loss = r.get<double>();
+      e.test_accuracy = r.get<double>();
+      e.steps = r.get<std::int64_t>();
+      epochs_.push_back(e);
+    }
+    for (std::size_t i = 0; i < nv; ++i) {
+      EvalRecord e;
+      e.step = r.get<std::int64_t>();
+      e.epoch = r.get<std::int32_t>();
+      e.train_time = r.get<double>();
+      e.test_loss = r.get<double>();
+      e.test_accuracy = r.get<double>();
+      evals_.push_back(e);
+    }
+    for (std::size_t i = 0; i < na; ++i) {
+      std::string key = r.get_string(255), value = r.get_string(max_attr_bytes);
+      if (merging_) attrs_[std::move(key)] = std::move(value);
+    }
+    if (r.at != payload) fail(rec_where + " holds " + std::to_string(payload - r.at) + " bytes after its last row");
+    journal_steps_ += static_cast<std::int64_t>(ns);
+    at += 8 + std::uint64_t{payload} + 4;
+  }
+}
+
+TraceWriter::TraceWriter(std::string path, Merging) : path_(std::move(path)), ranks_(1), merging_(true) {
+  if (!exists(path_)) fail(path_ + " does not exist");
+  load(Check::seal_and_structure);
+}
+
+Contents inspect(const std::string& path) {
+  TraceWriter w(path, TraceWriter::Merging{});
+  return {static_cast<std::int64_t>(w.flushed_steps_), w.journal_steps_};
+}
+
+std::int64_t merge_journal(const std::string& path) {
+  if (!exists(journal_path(path))) return 0;
+  TraceWriter w(path, TraceWriter::Merging{});
+  if (w.journal_steps_ == 0 && w.steps_.size() == w.flushed_steps_ && w.epochs_.size() == w.flushed_epochs_ &&
+      w.evals_.size() == w.flushed_evals_ && w.attrs_ == w.flushed_attrs_) {
+    std::remove(journal_path(path).c_str());  // bound to another file, or empty: nothing to fold in
+    return 0;
+  }
+  w.close();
+  return w.journal_steps_;
 }
 
 void TraceWriter::write_file(const std::string& tmp) const {
@@ -504,39 +931,17 @@ void TraceWriter::load_attempts(long long file, unsigned long long file_bytes) {
       if (H5Aread(attr.id, H5T_NATIVE_LLONG, &first) < 0) fail(path_ + ": cannot read " + where + "/first_step");
       at.first_step = first;
     }
-    // The attribute names, at most max_attempt_attrs + 1 (then refused).
-    struct Names {
-      std::vector<std::string> v;
-      bool name_too_long = false;
-    } names;
-    const auto collect = [](hid_t, const char* n, const H5A_info_t*, void* data) -> herr_t {
-      auto* out = static_cast<Names*>(data);
-      const std::size_t len = ::strnlen(n, 256);
-      if (len >= 256) {
-        out->name_too_long = true;
-        return 1;
-      }
-      out->v.emplace_back(n, len);
-      return out->v.size() > max_attempt_attrs ? 1 : 0;
-    };
-    if (H5Aiterate2(a.id, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
-      fail(path_ + ": cannot list the attributes of " + where);
-    if (names.name_too_long) fail(path_ + ": an attribute name of " + where + " is longer than 255 bytes");
-    if (names.v.size() > max_attempt_attrs)
-      fail(path_ + ": " + where + " has more attributes than the reader's limit of " +
-           std::to_string(max_attempt_attrs));
-    for (const std::string& key : names.v) {
-      if (key == "first_step") continue;
-      Handle attr(H5Aopen(a.id, key.c_str(), H5P_DEFAULT), H5Aclose,
-                  path_ + ": cannot open attribute '" + key + "' of " + where);
-      at.attrs[key] = read_string_attr(attr.id, where + " attribute '" + key + "'", path_);
-    }
+    at.attrs = read_string_attrs(a.id, where, path_, {"first_step"});
     attempts_.push_back(std::move(at));
   }
 }
 
 void TraceWriter::load(Check check) {
-  if (check == Check::seal_and_structure) verify_seal(path_);
+  if (check == Check::seal_and_structure) {
+    const Seal sealed = verify_seal(path_);
+    file_bytes_ = sealed.size;
+    file_crc_ = sealed.crc;
+  }
   struct stat sb;
   if (::stat(path_.c_str(), &sb) != 0) fail("cannot stat " + path_);
   const auto file_bytes = static_cast<unsigned long long>(sb.st_size);
@@ -545,6 +950,12 @@ void TraceWriter::load(Check check) {
   {
     Handle attr(H5Aopen(file.id, "ranks", H5P_DEFAULT), H5Aclose, path_ + " has no 'ranks' attribute");
     if (H5Aread(attr.id, H5T_NATIVE_LLONG, &ranks) < 0) fail("reading the 'ranks' attribute of " + path_);
+  }
+  if (merging_) {
+    if (ranks < 1 || static_cast<unsigned long long>(ranks) > max_trace_records)
+      fail(path_ + ": its 'ranks' attribute is " + std::to_string(ranks));
+    ranks_ = static_cast<int>(ranks);
+    attrs_ = read_string_attrs(file.id, "the root group", path_, {"schema_version", "ranks"});
   }
   if (ranks != ranks_)
     fail(path_ + " was written by " + std::to_string(ranks) + " ranks, this run has " + std::to_string(ranks_));
@@ -600,6 +1011,11 @@ void TraceWriter::load(Check check) {
   epochs_.resize(ne);
   for (hsize_t i = 0; i < ne; ++i) epochs_[i] = EpochRecord{ep[i], et[i], trl[i], tel[i], acc[i], ns[i]};
   load_attempts(file.id, file_bytes);
+  flushed_steps_ = steps_.size();
+  flushed_epochs_ = epochs_.size();
+  flushed_evals_ = evals_.size();
+  flushed_attrs_ = attrs_;
+  load_journal(check);
 }
 
 }  // namespace qsgd::trace

@@ -53,6 +53,18 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // "<what> of qsgd-train at step S".
 qc::MpiSite at(const char* what, std::uint64_t step) { return {what, "qsgd-train", static_cast<std::int64_t>(step)}; }
 
+// A test hook's RANK:STEP from the environment variable `name`; leaves the
+// outputs alone where it is unset or empty.
+void parse_rank_step(const char* name, int& rank, std::uint64_t& step) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return;
+  const std::string v = e;
+  const auto colon = v.find(':');
+  if (colon == std::string::npos) throw std::invalid_argument(std::string(name) + " must be RANK:STEP, got '" + v + "'");
+  rank = static_cast<int>(support::parse_count(name, v.substr(0, colon), 0, 1u << 20));
+  step = support::parse_count(name, v.substr(colon + 1));
+}
+
 // Set by the checkpoint signal's handler (watch_checkpoint_signal) on
 // whichever thread the signal lands; read after every step. A lock-free
 // atomic: safe in a handler and across threads.
@@ -227,6 +239,12 @@ struct Trainer::Impl {
   // N, a condition of one rank that every rank must agree on before aborting.
   int nan_rank = -1;
   std::uint64_t nan_step = 0;
+  // Test hook: QSGD_TEST_NAN_GRAD=R:N puts a NaN into rank R's gradient of
+  // its first tensor at global step N, before the exchange: a strategy that
+  // averages raw values (fp32, bf16) carries it into every rank's average,
+  // which the update's count finds on every rank alike.
+  int nan_grad_rank = -1;
+  std::uint64_t nan_grad_step = 0;
   // Evaluation: the training time it reports excludes evaluations.
   double train_time = 0;  // this rank's training wall time (steps only)
   std::int64_t last_eval_step = -1;
@@ -276,13 +294,8 @@ struct Trainer::Impl {
                          : std::make_unique<qm::BatchLoader>(data.train, o.batch);
     const char* crash_env = std::getenv("QSGD_TEST_CRASH_AFTER_STEP");
     crash_after = crash_env && *crash_env ? support::parse_count("QSGD_TEST_CRASH_AFTER_STEP", crash_env) : 0;
-    if (const char* e = std::getenv("QSGD_TEST_NAN_LOSS"); e && *e) {
-      const std::string v = e;
-      const auto colon = v.find(':');
-      if (colon == std::string::npos) throw std::invalid_argument("QSGD_TEST_NAN_LOSS must be RANK:STEP, got '" + v + "'");
-      nan_rank = static_cast<int>(support::parse_count("QSGD_TEST_NAN_LOSS", v.substr(0, colon), 0, 1u << 20));
-      nan_step = support::parse_count("QSGD_TEST_NAN_LOSS", v.substr(colon + 1));
-    }
+    parse_rank_step("QSGD_TEST_NAN_LOSS", nan_rank, nan_step);
+    parse_rank_step("QSGD_TEST_NAN_GRAD", nan_grad_rank, nan_grad_step);
     if (rank == 0 && !o.quiet)
       std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs, %zu buckets\n",
                    o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer->buckets().size());
@@ -311,6 +324,8 @@ struct Trainer::Impl {
   // Starts tensor t's exchange (push_inplace, or the vector error feedback exchanges).
   void push(std::size_t t) {
     const auto tid = static_cast<std::uint32_t>(t);
+    if (rank == nan_grad_rank && step == nan_grad_step && t == 0)  // test hook: QSGD_TEST_NAN_GRAD
+      Kokkos::deep_copy(Kokkos::subview(model->store().grad_view(t), 0), std::numeric_limits<float>::quiet_NaN());
     if (feedback->active(t))
       bucketer->push(tid, feedback->before(t, model->store().grad_view(t)));
     else
@@ -417,7 +432,8 @@ struct Trainer::Impl {
   }
 
   void checkpoint(std::uint64_t epoch, std::uint64_t in_epoch) {
-    if (trace) trace->flush();  // first the trace, then the checkpoint (resume truncates the trace)
+    // First the trace, synced, then the checkpoint (resume truncates the trace).
+    if (trace) trace->flush(trace::TraceWriter::Sync::durable);
     if (o.checkpoint.empty()) return;
     // Every rank's totals, so that a resumed run reports the times and
     // losses an uninterrupted one would.
@@ -505,13 +521,15 @@ struct Trainer::Impl {
   // grad_norm is then NaN ("not measured"). Every rank holds the same
   // gradient and sums it in the same order, so every rank takes the same
   // decision; a NaN or Inf in it ends the run here, naming the step.
-  void update() {
+  // Returns the gradient's coordinates that are NaN or infinite (counted by
+  // the update's own kernel, Sgd::step).
+  std::size_t update() {
     const auto& g = model->store().grads();
     if (!(o.clip_norm > 0)) {
       rec.grad_norm = std::numeric_limits<double>::quiet_NaN();
-      sgd->step(g);
+      const std::size_t bad = sgd->step(g);
       Kokkos::fence();
-      return;
+      return bad;
     }
     const double norm =
         std::sqrt(qsgd::detail::fixed_order_sum(Exec(), g.extent(0), SquareTerm{g}, norm_work));
@@ -520,22 +538,33 @@ struct Trainer::Impl {
       comm.abort(exit_loss_not_finite,
                  "the averaged gradient's norm is not finite at step " + std::to_string(step) + " (NaN or Inf in it)",
                  true);
-    sgd->step(g, qm::clip_coefficient(norm, o.clip_norm));
+    const std::size_t bad = sgd->step(g, qm::clip_coefficient(norm, o.clip_norm));
     Kokkos::fence();
+    return bad;
   }
 
-  // A non-finite loss is one rank's condition: the ranks agree on it (a max
-  // over ranks of K - the lowest failing rank, one double per step, in the
-  // step's time but in none of its phases) before all of them abort with the same code and
+  // A non-finite loss is one rank's condition, and a non-finite averaged
+  // gradient (counted by the update) should be every rank's alike: the ranks
+  // agree on both with one allreduce (a max over ranks of K - the lowest
+  // failing rank for each, two doubles per step, in the step's time but in
+  // none of its phases) before all of them abort with the same code and
   // message, instead of one rank entering the abort's barrier while the
-  // others post the step record's gather.
-  void check_loss() {
-    double bad = std::isfinite(rec.loss) ? 0.0 : static_cast<double>(K - rank);
-    comm.allreduce_max(&bad, 1, at("loss check allreduce", step));
-    if (bad > 0)
+  // others post the step record's gather. The update has then already taken
+  // the values in: the run ends before a checkpoint could keep them.
+  void check_step(std::size_t grad_non_finite) {
+    double bad[2] = {std::isfinite(rec.loss) ? 0.0 : static_cast<double>(K - rank),
+                     grad_non_finite == 0 ? 0.0 : static_cast<double>(K - rank)};
+    comm.allreduce_max(bad, 2, at("loss and gradient check allreduce", step));
+    if (bad[0] > 0)
       comm.abort(exit_loss_not_finite,
                  "loss is not finite at step " + std::to_string(step) + " on rank " +
-                     std::to_string(K - static_cast<int>(bad)),
+                     std::to_string(K - static_cast<int>(bad[0])),
+                 true);
+    if (bad[1] > 0)
+      comm.abort(exit_loss_not_finite,
+                 "the averaged gradient is not finite at step " + std::to_string(step) + " on rank " +
+                     std::to_string(K - static_cast<int>(bad[1])) +
+                     (grad_non_finite > 0 ? " (" + std::to_string(grad_non_finite) + " non-finite coordinates on this rank)" : ""),
                  true);
   }
 
@@ -580,13 +609,14 @@ struct Trainer::Impl {
       for (std::size_t t = 0; t < tensors.size(); ++t) wait(t);
     }
     record_exchange(t_step);
-    check_loss();
+    std::size_t grad_non_finite = 0;
     t0 = Clock::now();
     {
       qsgd::prof::Scope r("optim/update");
-      update();
+      grad_non_finite = update();
     }
     rec.update = seconds_since(t0);
+    check_step(grad_non_finite);
     rec.step_time = seconds_since(t_step);
     gather.add_step(rec, step, trace.get());
   }
@@ -684,6 +714,7 @@ struct Trainer::Impl {
 
   RunEnd stopped() {
     if (capturing) end_capture();
+    if (trace) trace->close();  // one file, as at the end of a run
     return RunEnd::stopped_at_signal;
   }
 
@@ -701,7 +732,7 @@ struct Trainer::Impl {
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(*model)));
     trace->set_attribute("final_params_fnv1a", hex);
     trace->set_attribute("complete", "true");
-    trace->flush();
+    trace->close();  // one file: the journal folded in
   }
 
   RunEnd run() {

@@ -134,6 +134,7 @@ struct Op {
   Schedule* schedule = nullptr;
   bool on_wire = false;     // a network interval is open
   std::string poll_error;  // what poll() met; raised by the next drive()
+  int poll_corrupt_source = -1;  // the sender, where poll_error is a corrupt segment
   // Ring transport: byte offsets and capacities of the slots of each stage.
   std::vector<std::size_t> out_off, out_bytes, in_off, in_cap, in_off_back, in_cap_back;
 
@@ -205,6 +206,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
     op.schedule = nullptr;
     op.on_wire = false;
     op.poll_error.clear();
+    op.poll_corrupt_source = -1;
     op.grad = grad;
     op.out = out;
     op.sent = sent;
@@ -256,7 +258,10 @@ class ExchangeBase : public Exchange<ExecSpace>,
             op.schedule = nullptr;
             this->close_wire(op);
           }
-        } catch (const std::exception& e) {  // raised on the caller's thread by its next drive()
+        } catch (const CorruptSegment& e) {  // raised on the caller's thread by its next drive()
+          op.poll_error = e.what();
+          op.poll_corrupt_source = e.source;
+        } catch (const std::exception& e) {
           op.poll_error = e.what();
         }
         op.stats.comm_s += t.call;
@@ -498,6 +503,22 @@ class ExchangeBase : public Exchange<ExecSpace>,
     op.stats.decode_s += seconds_since(t0);
   }
 
+  // A segment of a ring allreduce that fails its CRC (p2p.hpp): exit code 3,
+  // naming the sender, as every corrupt message.
+  [[noreturn]] void fail_corrupt(OpT& op, int source, const std::string& what) {
+    fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
+               "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
+                   ", tensor " + std::to_string(op.tensor) + ": " + what);
+  }
+
+  // The ring allreduce's test hook (RingReduce::start's `inject`): 1 or 2
+  // where FaultInjection names this rank, step, tensor and stage, else 0.
+  int ring_inject(const OpT& op) const {
+    const FaultInjection& f = cfg_.fault;
+    if (!f.enabled || f.rank != rank() || f.step != op.step || f.tensor != op.tensor) return 0;
+    return f.stage == FaultInjection::first_stage ? 1 : 2;
+  }
+
   // Test hook (FaultInjection): flips bit 0 of the message's last word.
   void maybe_inject(OpT& op, int stage, WireBuffer<memory_space>& buf, std::size_t off, std::size_t words) {
     const FaultInjection& f = cfg_.fault;
@@ -734,6 +755,8 @@ class ExchangeBase : public Exchange<ExecSpace>,
       return op.schedule->advance(block, t);
     } catch (const ExchangeError&) {  // a work item's own failure, already reported
       throw;
+    } catch (const CorruptSegment& e) {
+      fail_corrupt(op, e.source, e.what());
     } catch (const std::runtime_error& e) {
       fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
                  std::string(e.what()) + " at step " + std::to_string(op.step) + ", tensor " +
@@ -783,6 +806,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
   static double kernel_seconds(const OpStats& s) { return s.quantize_s + s.encode_s + s.requantize_s + s.decode_s; }
 
   void check_poll_error(OpT& op) {
+    if (!op.poll_error.empty() && op.poll_corrupt_source >= 0) fail_corrupt(op, op.poll_corrupt_source, op.poll_error);
     if (!op.poll_error.empty())
       fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
                  op.poll_error + " at step " + std::to_string(op.step) + ", tensor " + std::to_string(op.tensor));

@@ -44,6 +44,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <climits>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -119,6 +120,14 @@ class Schedule {
   std::size_t pending_ = 0;
 };
 
+// A segment whose bytes do not match the CRC32C its sender sent with it
+// (RingReduce with checksums): the exchange ends the job as for any corrupt
+// message, naming `source`.
+struct CorruptSegment : std::runtime_error {
+  int source;
+  CorruptSegment(int src, const std::string& what) : std::runtime_error(what), source(src) {}
+};
+
 // Sum of `count` elements: out[i] = in[i] + own[i] (own may equal out).
 using ReduceFn = void (*)(const void* in, const void* own, void* out, std::size_t count);
 // Applied in place to a fully reduced segment before it is sent around, with
@@ -132,18 +141,32 @@ using FinishFn = void (*)(void* data, std::size_t count, float arg);
 // segment size. `own` (this rank's contribution) is read, never written, and
 // may be `buf` (in place); every element of `buf` is written. With a
 // separate `own`, no copy into `buf` and no final pass over it are needed.
+//
+// Integrity (`checksums`): every segment is followed by the CRC32C of its
+// bytes, in a 4-byte message of its own, and a received segment is checked
+// before it is reduced, kept or forwarded; a mismatch throws CorruptSegment
+// naming the sender. A forwarded allgather segment reuses the CRC it came
+// with (checked equal), so the cost is one CRC pass per segment sent in the
+// reduce-scatter and one per segment received. Test hook: `inject` (1: the
+// first reduce-scatter message, 2: the first allgather message) sends that
+// message with bit 0 of its last byte flipped after its CRC was taken.
 class RingReduce final : public Schedule {
  public:
   const char* name() const override { return "ring allreduce"; }
   // Posts the first segments. own and buf hold n elements of elem_size bytes.
   void start(MPI_Comm comm, int rank, int ranks, const void* own, void* buf, std::size_t n, std::size_t elem_size,
              ReduceFn fn, FinishFn finish, float finish_arg, std::size_t segment_bytes, std::size_t window,
-             ScheduleTimes& t);
+             ScheduleTimes& t, bool checksums = true, int inject = 0);
+  // Bytes of checksums this rank receives (4 per segment; 0 without).
+  std::size_t checksum_bytes() const { return crc_ ? total_ * 4 : 0; }
 
  private:
   void on_send(std::uint64_t id) override;
   void on_recv(std::uint64_t id, std::size_t bytes) override;
-  bool done() const override { return sends_done_ == total_ && recvs_done_ == total_; }
+  bool done() const override {
+    return sends_done_ == total_ && recvs_done_ == total_ && (!crc_ || crc_sends_done_ == total_);
+  }
+  void received(std::size_t m);  // segment m and (with checksums) its CRC are in
 
   int block_sent(std::size_t step) const;
   int block_received(std::size_t step) const;
@@ -164,6 +187,13 @@ class RingReduce final : public Schedule {
   std::vector<std::size_t> free_slots_;
   std::vector<char> staging_;         // window_ segments of seg_cap_ bytes
   std::size_t next_recv_ = 0, recvs_in_flight_ = 0, sends_done_ = 0, recvs_done_ = 0;
+  // Checksums: per message, the CRC sent and received, what has arrived,
+  // and a CRC known before the send (a forwarded segment's).
+  bool crc_ = false;
+  std::vector<std::uint32_t> crc_out_, crc_in_;
+  std::vector<char> have_data_, have_crc_, crc_known_;
+  std::size_t crc_sends_done_ = 0, inject_ = SIZE_MAX;
+  std::vector<char> inject_buf_;
 };
 
 // Ring allgather of variable-length messages. Slot r of `recv` (offset

@@ -138,6 +138,11 @@ struct ExchangeConfig {
   // whose queue holds up to 100 ms (docs/exchange.md, "Transports").
   std::uint64_t segment_bytes = std::uint64_t(4) << 20;
   std::uint32_t window = 8;
+  // Ring allreduce of the raw-value strategies (allreduce, allreduce16,
+  // powersgd): every segment travels with its CRC32C and is checked before it
+  // is used (detail/p2p.hpp, RingReduce); all ranks must agree. Off only to
+  // measure what the check costs (qsgd-bench-exchange --ring-checksums off).
+  bool ring_checksums = true;
   // powersgd: the rank r of the low-rank approximation (at least 1).
   std::uint32_t powersgd_rank = 4;
 };

@@ -61,7 +61,10 @@ class Sgd {
   // One update of params with `grad` (the model's grads(), or an averaged
   // gradient of the same length) times `grad_scale` at lr =
   // schedule.at(steps()). A scale of 1 leaves every bit as without it.
-  void step(const ConstFlat& grad, float grad_scale = 1.0f);
+  // Returns the coordinates of `grad` that are NaN or infinite, counted in
+  // the same pass (the caller decides: a training run ends; the update has
+  // then already taken them into params).
+  std::size_t step(const ConstFlat& grad, float grad_scale = 1.0f);
   std::size_t steps() const { return steps_; }
   // Position in the learning-rate schedule (a resumed run continues there).
   void set_steps(std::size_t steps) { steps_ = steps; }

@@ -2,13 +2,22 @@
 // Per-step, per-rank traces of a training run, in HDF5 (schema in
 // docs/traces.md). Rank 0 owns the file; other ranks send their records to it.
 //
-// Crash safety: the file is never open while the run goes on. Each flush
-// writes the whole trace (every raw sample so far) to a temporary file beside
-// it (a name no other writer uses), closes and syncs it, renames it over
-// <path> and syncs the directory (qsgd/support/durable_file.hpp); rename is
-// atomic, so a run killed at any moment, or a node that loses power, leaves
-// either the previous complete file or the new complete file, each readable
-// by h5dump and holding every step up to its flush.
+// Cost and crash safety: the file is never open while the run goes on. A
+// flush appends what is new since the last one (steps, epochs, evaluations,
+// changed attributes) as one checksummed record to <path>.journal, so that a
+// flush costs what it adds. When the journal has grown to
+// compaction_factor x the trace's size (and at the first flush of every
+// writer, and at close()), the whole trace is written to a temporary file
+// beside <path> (a name no other writer uses), synced, renamed over <path>
+// and the directory synced (qsgd/support/durable_file.hpp), and the journal
+// starts again, bound to that file: the trace's sizes grow geometrically, so
+// the bytes written stay a small multiple of the final size. A run killed at
+// any moment, or a node that loses power, leaves a complete <path>, readable
+// by h5dump, and a journal holding every later step up to its last flush
+// (up to its last synced flush after a power loss): a resume, or
+// `qsgd-trace merge <path>`, folds the journal into the file. A journal
+// bound to another file (a crash between the rename and the journal's
+// restart) holds nothing the file lacks and is ignored.
 
 #include <cstddef>
 #include <cstdint>
@@ -90,21 +99,47 @@ constexpr unsigned long long max_attr_bytes = 1ull << 20;
 constexpr std::size_t checksum_block_bytes = 512;
 // Writes the checksum block of a file HDF5 created with a user block of
 // checksum_block_bytes (H5Pset_userblock), and syncs it to disk.
-void seal(const std::string& path);
+// Returns what it wrote: the file's size and CRC.
+struct Seal {
+  std::uint64_t size = 0;
+  std::uint32_t crc = 0;
+};
+Seal seal(const std::string& path);
 // Checks a file's checksum block against its content, reading it in pieces
 // of bounded size; throws std::runtime_error ("trace: ...") naming the file.
-void verify_seal(const std::string& path);
+Seal verify_seal(const std::string& path);
 
 // What a resume checks before loading: the seal, then the structure; or the
 // structure alone (tests and fuzzing of the reader behind the seal, which is
 // what a file forged with a valid seal reaches).
 enum class Check { seal_and_structure, structure_only };
 
+// The journal grows to this many times the trace file before a flush
+// rewrites the file (TraceWriter, below): the file's successive sizes grow
+// about (1 + factor)-fold, so the rewrites before the last write about
+// 1 / factor of the final size together, the last about once (twice where
+// the run ends just after a rewrite), and the journal about once more.
+constexpr std::uint64_t compaction_factor = 4;
+// The journal of a trace file: <path>.journal.
+std::string journal_path(const std::string& path);
+// Folds a trace's journal into the file and removes the journal (`qsgd-trace
+// merge`); returns the steps the journal added. Nothing to do (0) without a
+// journal or with one bound to another file (then removed). Throws
+// std::runtime_error naming the file on a damaged file or journal.
+std::int64_t merge_journal(const std::string& path);
+// What a trace holds: the steps of its file and of its journal (0 without
+// one, or with one bound to another file). Reads, changes nothing.
+struct Contents {
+  std::int64_t file_steps = 0, journal_steps = 0;
+};
+Contents inspect(const std::string& path);
+
 class TraceWriter {
  public:
   // Creates nothing on disk until the first flush. Refuses (qsgd-style
   // std::runtime_error naming the path) to overwrite an existing file unless
-  // `resume` is set, in which case the records already in it are loaded.
+  // `resume` is set, in which case the records already in it are loaded,
+  // its journal's included.
   TraceWriter(std::string path, int ranks, Attributes attrs, bool resume,
               Check check = Check::seal_and_structure);
 
@@ -112,7 +147,15 @@ class TraceWriter {
   void add_epoch(const EpochRecord& e);
   void add_eval(const EvalRecord& e);
   void set_attribute(const std::string& key, const std::string& value) { attrs_[key] = value; }
-  void flush();  // atomic rewrite, see above
+  // Puts what was added since the last flush on disk (above): the journal,
+  // or a new compacted file. Sync::durable also syncs the journal to the
+  // device (before a checkpoint); Sync::process leaves it in the page cache,
+  // where it survives the process but not the node.
+  enum class Sync { process, durable };
+  void flush(Sync sync = Sync::process);
+  // Writes the whole trace into <path> and removes the journal: one file,
+  // as a finished or stopped run leaves it.
+  void close();
   // Keeps only what a resumed run does not redo: steps below `steps_done`
   // (and the evaluations after them) and epochs below `epochs_done`; this
   // attempt starts at `steps_done`.
@@ -122,12 +165,23 @@ class TraceWriter {
   const std::vector<Attempt>& attempts() const { return attempts_; }
 
   std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
+  // Steps the journal added when this writer loaded the trace (resume).
+  std::int64_t journal_steps() const { return journal_steps_; }
   std::int64_t last_step() const { return steps_.empty() ? -1 : steps_.back().front().step; }
   const std::string& path() const { return path_; }
 
  private:
-  void write_file(const std::string& tmp) const;  // the whole trace into tmp (flush: then sealed and renamed)
+  friend std::int64_t merge_journal(const std::string& path);
+  friend Contents inspect(const std::string& path);
+  struct Merging {};
+  // The trace as it is, to fold its journal in: ranks and root attributes
+  // from the file, no new attempt.
+  TraceWriter(std::string path, Merging);
+  void write_file(const std::string& tmp) const;  // the whole trace into tmp (compact: then sealed and renamed)
+  void compact();                                // the whole trace into <path>; the journal starts again
+  void append_journal(Sync sync);                // what is new since the last flush, as one record
   void load(Check check);
+  void load_journal(Check check);                // folds <path>.journal into what load() read
   // hid_t, hsize_t; file_bytes: the file's size, which bounds what it can hold
   void load_buckets(long long file, unsigned long long rows, unsigned long long cols, unsigned long long file_bytes);
   void load_evals(long long file, unsigned long long file_bytes);
@@ -139,6 +193,15 @@ class TraceWriter {
   std::vector<EpochRecord> epochs_;
   std::vector<EvalRecord> evals_;
   std::vector<Attempt> attempts_;
+  // What <path> and its journal hold: rows of each table, the attributes as
+  // last written, the file's size and CRC (the journal is bound to them).
+  bool compacted_ = false;  // this writer has written <path> (a resume first rewrites it)
+  std::size_t flushed_steps_ = 0, flushed_epochs_ = 0, flushed_evals_ = 0;
+  Attributes flushed_attrs_;
+  std::uint64_t file_bytes_ = 0, journal_bytes_ = 0;
+  std::uint32_t file_crc_ = 0;
+  std::int64_t journal_steps_ = 0;
+  bool merging_ = false;  // the journal's attributes update attrs_ (merge), else the new attempt's stand
 };
 
 // HDF5 library version, e.g. "1.10.8".
