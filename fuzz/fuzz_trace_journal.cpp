@@ -8,8 +8,9 @@
 //
 // Input: u8 mode (bit 0: the run's rank count - 1; bit 1: the input follows
 // a header bound to the harness's trace file, as a writer would have put it,
-// so that the records are read; bit 2: each record's CRC is recomputed from
-// its stated length, so that the payload's fields are reached), then the
+// so that the records are read; bit 2: each record's frame and payload CRCs
+// are recomputed from its stated length, so that the payload's fields are
+// reached), then the
 // journal's bytes (after the header where bit 1 is set). The trace file
 // itself (3 steps, written by TraceWriter once per process and rank count) is
 // the same for every input.
@@ -82,15 +83,18 @@ std::vector<std::uint8_t> header_for(const std::vector<std::uint8_t>& file, int 
   return h;
 }
 
-// Recomputes each record's CRC from its stated length, from byte `at` on.
+// Recomputes each record's frame and payload CRCs from its stated length,
+// from byte `at` on (a frame: mark, payload bytes, CRC32C of those 8 bytes).
 void reseal_records(std::vector<std::uint8_t>& j, std::size_t at) {
-  while (j.size() - at >= 8) {
+  while (at <= j.size() && j.size() - at >= 12) {
     std::uint32_t payload = 0;
     std::memcpy(&payload, j.data() + at + 4, 4);
-    if (j.size() - at - 8 < std::uint64_t{payload} + 4) return;
-    const std::uint32_t c = crc32c(j.data() + at + 8, payload);
-    std::memcpy(j.data() + at + 8 + payload, &c, 4);
-    at += 8 + std::size_t{payload} + 4;
+    const std::uint32_t frame = crc32c(j.data() + at, 8);
+    std::memcpy(j.data() + at + 8, &frame, 4);
+    if (j.size() - at - 12 < std::uint64_t{payload} + 4) return;
+    const std::uint32_t c = crc32c(j.data() + at + 12, payload);
+    std::memcpy(j.data() + at + 12 + payload, &c, 4);
+    at += 12 + std::size_t{payload} + 4;
   }
 }
 

@@ -102,9 +102,8 @@ inline std::string blas_threads() {
   return "unknown";
 }
 
-// The CPUs this process may run on (its affinity mask), or "unknown": with
-// the ranks a host runs (the trace's "hosts"), whether ranks share cores.
-inline std::string host_cpus() {
+// The CPUs this process may run on (its affinity mask), or "unknown".
+inline std::string cpus_allowed() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return "unknown";
@@ -117,7 +116,7 @@ inline KeyValues provenance() {
   return {
       {"cpu_model", cpu_model},
       {"cpu_simd_flags", cpu_flags},
-      {"host_cpus", host_cpus()},
+      {"cpus_allowed", cpus_allowed()},
       {"qsgd_git_hash", build::git_hash},
       {"qsgd_build_type", build::build_type},
       {"compiler", std::string(build::cxx_compiler) + " (" + __VERSION__ + ")"},

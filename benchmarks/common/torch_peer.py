@@ -18,6 +18,7 @@ Environment (Open MPI's mpirun and benchmarks/scaling/netlab.sh export it):
   QSGD_NETLAB_RATE    the emulated link rate, recorded as link_rate (else "local")
 """
 import datetime
+import json
 import os
 import socket
 
@@ -67,6 +68,17 @@ def gather_hosts():
     hosts = [None] * dist.get_world_size()
     dist.all_gather_object(hosts, socket.gethostname())
     return hosts
+
+
+def gather_host_cpus(hosts):
+    """Per host, the CPUs its ranks may run on together: the union of their
+    affinity masks, as a JSON object {host: count} (collective)."""
+    masks = [None] * dist.get_world_size()
+    dist.all_gather_object(masks, sorted(os.sched_getaffinity(0)))
+    out = {}
+    for h in hosts:
+        out[h] = len(set().union(*(set(m) for m, x in zip(masks, hosts) if x == h)))
+    return json.dumps(out)
 
 
 def link_rate():

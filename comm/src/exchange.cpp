@@ -100,6 +100,9 @@ std::uint64_t config_hash(const ExchangeConfig& cfg, int ranks) {
       static_cast<std::uint64_t>(ranks),
       static_cast<std::uint64_t>(effective_transport(cfg)),
       effective_transport(cfg) == Transport::ring ? cfg.segment_bytes : 0,
+      // The raw-value ring's segment checksums: a rank without them would
+      // never send the CRC messages its peers wait for.
+      effective_transport(cfg) == Transport::ring && !cfg.ring_checksums ? 1u : 0u,
   };
   return fnv1a(fields, sizeof(fields));
 }
@@ -113,6 +116,7 @@ std::string describe(const ExchangeConfig& cfg) {
   os << ", seed " << cfg.seed;
   if (cfg.strategy == StrategyKind::param_server) os << ", server " << cfg.server;
   os << ", transport " << to_string(effective_transport(cfg));
+  if (effective_transport(cfg) == Transport::ring && !cfg.ring_checksums) os << ", ring checksums off";
   return os.str();
 }
 

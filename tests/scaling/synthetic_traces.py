@@ -51,7 +51,7 @@ def write_trace(path, cfg, K, steps, link="1gbit", epoch_time=1.0, step_time=0.1
         a["steps_per_full_epoch"] = str(steps)
         a["complete"] = "true"
         a["hosts"] = json.dumps(["synthetic-host"] * K)
-        a["host_cpus"] = str(K if host_cpus is None else host_cpus)
+        a["host_cpus"] = json.dumps({"synthetic-host": K if host_cpus is None else host_cpus})
         if cfg.get("peer"):
             a["comm_exposed_method"] = "backward(DDP) - median backward without DDP"
         else:

@@ -195,13 +195,14 @@ std::uint32_t crc_after_block(std::FILE* f, const std::string& path, std::uint64
 // the trace file's size (u64) and CRC (u32) as its checksum block states
 // them, ranks (u32), the rows of /steps, /epochs and /evals the file holds
 // (u64 each), CRC32C of those 56 bytes (u32), zeros to 64 bytes. Then one
-// record per flush: record_magic (u32), payload bytes (u32), the payload,
-// CRC32C of the payload (u32). Payload: counts of steps, epochs,
+// record per flush: record_magic (u32), payload bytes (u32), CRC32C of those
+// 8 bytes (u32), the payload, CRC32C of the payload (u32). Payload: counts of steps, epochs,
 // evaluations and attributes (u32 each), then each step's K records, each
 // epoch, each evaluation, each attribute (key, value).
 constexpr char journal_magic[16] = {'Q', 'S', 'G', 'D', '-', 'T', 'R', 'A', 'C', 'E', '-', 'J', 'R', 'N', 'L', '1'};
 constexpr std::size_t journal_header_bytes = 64;
 constexpr std::uint32_t record_magic = 0x524A5351u;  // "QSJR"
+constexpr std::size_t frame_bytes = 12;              // mark, payload bytes, CRC32C of those 8 bytes
 // What one step record occupies at least: step, epoch, buckets, the fields,
 // wire bytes (no bucket times).
 constexpr std::size_t min_step_bytes = 8 + 4 + 4 + std::size(step_fields) * 8 + 8;
@@ -411,6 +412,7 @@ void TraceWriter::truncate(std::int64_t steps_done, std::int32_t epochs_done) {
   while (!epochs_.empty() && epochs_.back().epoch >= epochs_done) epochs_.pop_back();
   while (!evals_.empty() && evals_.back().step > steps_done) evals_.pop_back();
   attempts_.back().first_step = steps_done;
+  compacted_ = false;  // what is on disk may hold more: the next flush rewrites the file
 }
 
 namespace {
@@ -603,9 +605,9 @@ void TraceWriter::compact() {
   // starts a new one. Removing it need not be durable (one that comes back
   // after a power loss is bound to another file, and ignored).
   const std::string jp = journal_path(path_);
+  journal_bytes_ = 0;  // whatever happens below, the next append starts a journal bound to this file
   if (std::remove(jp.c_str()) != 0 && errno != ENOENT)
     fail("cannot remove " + jp + ": " + std::strerror(errno));
-  journal_bytes_ = 0;
 }
 
 void TraceWriter::append_journal(Sync sync) {
@@ -622,6 +624,7 @@ void TraceWriter::append_journal(Sync sync) {
   if (ns + ne + nv + changed.size() > 0) {
     rec.put(record_magic);
     rec.put(std::uint32_t{0});  // payload bytes, below
+    rec.put(std::uint32_t{0});  // the frame's CRC, below
     rec.put(static_cast<std::uint32_t>(ns));
     rec.put(static_cast<std::uint32_t>(ne));
     rec.put(static_cast<std::uint32_t>(nv));
@@ -649,11 +652,13 @@ void TraceWriter::append_journal(Sync sync) {
       rec.put_string(kv->first);
       rec.put_string(kv->second);
     }
-    const std::size_t payload = rec.b.size() - 8;
-    if (payload > 0xFFFFFFFFull - 8) fail("a flush of more than 4 GiB of records: flush more often");
+    const std::size_t payload = rec.b.size() - frame_bytes;
+    if (payload > 0xFFFFFFFFull - frame_bytes) fail("a flush of more than 4 GiB of records: flush more often");
     const auto n = static_cast<std::uint32_t>(payload);
     std::memcpy(&rec.b[4], &n, 4);
-    rec.put(crc32c(rec.b.data() + 8, payload));
+    const std::uint32_t frame_crc = crc32c(rec.b.data(), 8);
+    std::memcpy(&rec.b[8], &frame_crc, 4);
+    rec.put(crc32c(rec.b.data() + frame_bytes, payload));
   }
   if (journal_bytes_ == 0) {  // a new journal, bound to the file as it is
     const std::string head = journal_header(
@@ -725,28 +730,44 @@ void TraceWriter::load_journal(Check check) {
       h.evals != evals_.size())
     fail(jp + " extends a trace of " + std::to_string(h.ranks) + " ranks and " + std::to_string(h.steps) +
          " steps, " + path_ + " holds " + std::to_string(ranks_) + " ranks and " + std::to_string(steps_.size()));
-  std::uint64_t at = journal_header_bytes;
-  std::vector<unsigned char> buf;
+  // The records, whole: the journal's size bounds it (a file's bytes, not a
+  // field's claim).
+  std::vector<unsigned char> all(static_cast<std::size_t>(bytes - journal_header_bytes));
+  if (!all.empty() && !read_all(fd.fd, all.data(), all.size(), jp))
+    fail(jp + " grew shorter while it was read");
+  const std::size_t n = all.size();
+  // A whole record at p, its frame and payload checksums valid.
+  const auto record_at = [&](std::size_t p, std::uint32_t& payload) {
+    if (n - p < frame_bytes) return false;
+    std::uint32_t magic = 0, frame_crc = 0, crc = 0;
+    std::memcpy(&magic, &all[p], 4);
+    std::memcpy(&payload, &all[p + 4], 4);
+    std::memcpy(&frame_crc, &all[p + 8], 4);
+    if (magic != record_magic || frame_crc != crc32c(&all[p], 8)) return false;
+    if (n - p - frame_bytes < std::uint64_t{payload} + 4) return false;
+    std::memcpy(&crc, &all[p + frame_bytes + payload], 4);
+    return crc == crc32c(&all[p + frame_bytes], payload);
+  };
+  const auto record_after = [&](std::size_t p) {
+    std::uint32_t payload = 0;
+    for (std::size_t q = p; q < n && n - q >= frame_bytes; ++q)
+      if (all[q] == (record_magic & 0xFFu) && record_at(q, payload)) return true;
+    return false;
+  };
   const std::size_t K = static_cast<std::size_t>(ranks_);
-  for (int index = 0;; ++index) {
-    unsigned char frame[8];
-    if (bytes - at < 8 || !read_all(fd.fd, frame, 8, jp)) break;  // the end, or a torn record
-    std::uint32_t magic = 0, payload = 0;
-    std::memcpy(&magic, frame, 4);
-    std::memcpy(&payload, frame + 4, 4);
-    const std::string rec_where = jp + ": record " + std::to_string(index) + " (byte " + std::to_string(at) + ")";
-    if (magic != record_magic) fail(rec_where + " is damaged (no record mark)");
-    if (bytes - at - 8 < std::uint64_t{payload} + 4) break;  // torn: the file ends inside it
-    buf.resize(std::size_t{payload} + 4);
-    if (!read_all(fd.fd, buf.data(), buf.size(), jp)) break;
-    std::uint32_t crc = 0;
-    std::memcpy(&crc, buf.data() + payload, 4);
-    const bool last = at + 8 + payload + 4 == bytes;
-    if (crc != crc32c(buf.data(), payload)) {
-      if (last) break;  // torn: a record cut short by a crash
-      fail(rec_where + " fails its checksum (damaged; later records follow it)");
+  std::size_t at = 0;
+  for (int index = 0; at < n; ++index) {
+    const std::string rec_where =
+        jp + ": record " + std::to_string(index) + " (byte " + std::to_string(journal_header_bytes + at) + ")";
+    std::uint32_t payload = 0;
+    if (!record_at(at, payload)) {
+      // A record that is not whole and valid, with none after it, is what a
+      // crash leaves: an append cut short, or bytes a power loss left after
+      // the last synced record. With a valid record after it, it is damage.
+      if (record_after(at + 1)) fail(rec_where + " is damaged (valid records follow it)");
+      break;
     }
-    In r{buf.data(), payload, 0, rec_where};
+    In r{&all[at + frame_bytes], payload, 0, rec_where};
     const std::size_t ns = r.get<std::uint32_t>(), ne = r.get<std::uint32_t>(), nv = r.get<std::uint32_t>(),
                       na = r.get<std::uint32_t>();
     if (ns > (payload - r.at) / (min_step_bytes * K))
@@ -786,7 +807,7 @@ void TraceWriter::load_journal(Check check) {
     }
     if (r.at != payload) fail(rec_where + " holds " + std::to_string(payload - r.at) + " bytes after its last row");
     journal_steps_ += static_cast<std::int64_t>(ns);
-    at += 8 + std::uint64_t{payload} + 4;
+    at += frame_bytes + std::size_t{payload} + 4;
   }
 }
 
@@ -796,8 +817,16 @@ TraceWriter::TraceWriter(std::string path, Merging) : path_(std::move(path)), ra
 }
 
 Contents inspect(const std::string& path) {
-  TraceWriter w(path, TraceWriter::Merging{});
-  return {static_cast<std::int64_t>(w.flushed_steps_), w.journal_steps_};
+  // A running writer may replace the file between the reads of its seal, its
+  // tables and its journal: a mismatch is read again, twice at most.
+  for (int attempt = 0;; ++attempt) {
+    try {
+      TraceWriter w(path, TraceWriter::Merging{});
+      return {static_cast<std::int64_t>(w.flushed_steps_), w.journal_steps_};
+    } catch (const std::runtime_error&) {
+      if (attempt == 2 || !exists(path)) throw;
+    }
+  }
 }
 
 std::int64_t merge_journal(const std::string& path) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
@@ -391,9 +392,37 @@ struct Trainer::Impl {
                    static_cast<unsigned long long>(step), static_cast<unsigned long long>(start_epoch));
   }
 
+  // Per host, the CPUs its ranks may run on together: the union of their
+  // affinity masks (collective). More ranks on a host than these CPUs means
+  // ranks share cores (qsgd-summary's ranks_per_core).
+  nlohmann::json host_cpus(const std::vector<std::string>& hosts) const {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<unsigned char> mine(CPU_SETSIZE / 8, 0), all;
+    if (::sched_getaffinity(0, sizeof set, &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) mine[static_cast<std::size_t>(c / 8)] |= static_cast<unsigned char>(1u << (c % 8));
+    all.resize(mine.size() * static_cast<std::size_t>(K));
+    comm.allgather_bytes(mine.data(), static_cast<int>(mine.size()), all.data(), at("cpu mask allgather", 0));
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& h : hosts) {
+      if (out.contains(h)) continue;
+      std::vector<unsigned char> u(mine.size(), 0);
+      for (int r = 0; r < K; ++r)
+        if (hosts[static_cast<std::size_t>(r)] == h)
+          for (std::size_t i = 0; i < u.size(); ++i) u[i] |= all[static_cast<std::size_t>(r) * u.size() + i];
+      int n = 0;
+      for (unsigned char b : u) n += __builtin_popcount(b);
+      out[h] = n;
+    }
+    return out;
+  }
+
   void open_trace(const std::map<std::string, std::string>& provenance) {
     // Collective: every rank takes part.
-    const std::string hosts = nlohmann::json(comm.host_names({"host name allgather", "qsgd-train"})).dump();
+    const auto host_list = comm.host_names({"host name allgather", "qsgd-train"});
+    const std::string hosts = nlohmann::json(host_list).dump();
+    const nlohmann::json cpus = host_cpus(host_list);
     if (o.trace.empty() || rank != 0) return;
     trace::Attributes a;
     for (const auto& [k, v] : provenance) a[k] = v;
@@ -404,6 +433,7 @@ struct Trainer::Impl {
     a["message_path"] = qc::message_path<Exec::memory_space>(comm);
     a["hdf5_version"] = trace::hdf5_version();
     a["hosts"] = hosts;
+    a["host_cpus"] = cpus.dump();
     a["model_parameters"] = std::to_string(P);
     a["steps_per_epoch"] = std::to_string(steps_per_epoch);
     a["steps_per_full_epoch"] = std::to_string(shard_steps);

@@ -629,6 +629,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
     sched.watch(site(op, sched.name()), comm_.peer_timeout());
     start(t);
     op.stats.comm_s += t.call;
+    op.stats.decode_s += t.reduce;  // checksums of the first segments
     op.schedule = &sched;
   }
 
