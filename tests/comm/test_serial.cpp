@@ -99,6 +99,12 @@ TEST(ConfigHash, EveryFieldCounts) {
   c.seed = 2;
   EXPECT_TRUE(differs(c));
   EXPECT_TRUE(differs(base, 3));
+  // The ring's segment checksums: a rank without them would leave its peers
+  // waiting for CRC messages.
+  c = base;
+  c.ring_checksums = false;
+  EXPECT_TRUE(differs(c));
+  EXPECT_NE(qsgd::comm::describe(c).find("ring checksums off"), std::string::npos);
   // Fields a strategy ignores do not count: allreduce has no codec.
   auto a = config(StrategyKind::allreduce, codec(CodecKind::fixed));
   auto b = config(StrategyKind::allreduce, codec(CodecKind::elias_dense, 7, 64));

@@ -556,15 +556,14 @@ TEST(TraceJournal, ARecordCutShortAtTheEndIsIgnored) {
 }
 
 // Damage followed by more records is not a crash's: refused, naming it,
-// whether in a record's payload or in its frame (its length: without the
-// frame's own CRC, a damaged length would read as an append cut short and
-// drop every later record).
+// whether in a record's payload, its length or its frame's own CRC (only
+// that CRC tells a frame damaged in place from one a crash cut short).
 TEST(TraceJournal, ADamagedRecordBeforeOthersIsRefused) {
-  for (const std::size_t byte : {std::size_t{64 + 12 + 20}, std::size_t{64 + 7}}) {
+  for (const std::size_t byte : {std::size_t{64 + 12 + 20}, std::size_t{64 + 7}, std::size_t{64 + 8}}) {
     JournalTrace t;
     t.write(1, {2, 3});
     auto j = bytes_of(t.journal);
-    j[byte] ^= byte == 64 + 7 ? 0x40 : 0x04;  // the first record's payload, or its length's top byte
+    j[byte] ^= byte == 64 + 7 ? 0x40 : 0x04;  // record 0's payload, its length's top byte, its frame CRC
     write_bytes(t.journal, j);
     const std::string why = t.load_error();
     EXPECT_NE(why.find("record 0 (byte 64) is damaged (valid records follow it)"), std::string::npos)

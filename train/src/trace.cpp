@@ -707,6 +707,13 @@ void TraceWriter::load_journal(Check check) {
   struct stat sb;
   if (::fstat(fd.fd, &sb) != 0) fail("cannot stat " + jp);
   const auto bytes = static_cast<std::uint64_t>(sb.st_size);
+  // A writer's journal stays under compaction_factor x its file plus one
+  // flush; 1 GiB more is room for a flush far larger than any trace's.
+  const std::uint64_t limit = compaction_factor * std::max<std::uint64_t>(file_bytes_, stored_seal(path_).size) +
+                              (std::uint64_t(1) << 30);
+  if (bytes > limit)
+    fail(jp + " is " + std::to_string(bytes) + " bytes, more than a journal of " + path_ + " can hold (" +
+         std::to_string(limit) + ")");
   unsigned char head[journal_header_bytes];
   if (!read_all(fd.fd, head, sizeof head, jp) || std::memcmp(head, journal_magic, sizeof journal_magic) != 0)
     fail(jp + " is not a trace journal (no header), or its header is damaged: move it away to resume from " + path_ +
@@ -732,6 +739,7 @@ void TraceWriter::load_journal(Check check) {
          " steps, " + path_ + " holds " + std::to_string(ranks_) + " ranks and " + std::to_string(steps_.size()));
   // The records, whole: the journal's size bounds it (a file's bytes, not a
   // field's claim).
+  if (bytes < journal_header_bytes) fail(jp + " changed while it was read");
   std::vector<unsigned char> all(static_cast<std::size_t>(bytes - journal_header_bytes));
   if (!all.empty() && !read_all(fd.fd, all.data(), all.size(), jp))
     fail(jp + " grew shorter while it was read");
@@ -748,10 +756,21 @@ void TraceWriter::load_journal(Check check) {
     std::memcpy(&crc, &all[p + frame_bytes + payload], 4);
     return crc == crc32c(&all[p + frame_bytes], payload);
   };
-  const auto record_after = [&](std::size_t p) {
-    std::uint32_t payload = 0;
-    for (std::size_t q = p; q < n && n - q >= frame_bytes; ++q)
-      if (all[q] == (record_magic & 0xFFu) && record_at(q, payload)) return true;
+  // Whether a valid record starts after p. A valid frame whose payload then
+  // fails is checked at most a few times (crash residue holds none: a frame
+  // is 12 bytes with its own CRC), so the scan stays linear in the bytes.
+  const auto record_after = [&](std::size_t p, const std::string& rec) {
+    std::uint32_t payload = 0, magic = 0, frame_crc = 0;
+    int failed_payloads = 0;
+    for (std::size_t q = p; q < n && n - q >= frame_bytes; ++q) {
+      if (all[q] != (record_magic & 0xFFu)) continue;
+      std::memcpy(&magic, &all[q], 4);
+      std::memcpy(&frame_crc, &all[q + 8], 4);
+      if (magic != record_magic || frame_crc != crc32c(&all[q], 8)) continue;
+      if (record_at(q, payload)) return true;
+      if (++failed_payloads == 8)
+        fail(rec + " is followed by damaged records (frames whose payloads fail their checksums)");
+    }
     return false;
   };
   const std::size_t K = static_cast<std::size_t>(ranks_);
@@ -764,7 +783,9 @@ void TraceWriter::load_journal(Check check) {
       // A record that is not whole and valid, with none after it, is what a
       // crash leaves: an append cut short, or bytes a power loss left after
       // the last synced record. With a valid record after it, it is damage.
-      if (record_after(at + 1)) fail(rec_where + " is damaged (valid records follow it)");
+      if (record_after(at + 1, rec_where))
+        fail(rec_where + " is damaged (valid records follow it); moving " + jp + " away resumes from " + path_ +
+             " alone, without the journal's steps");
       break;
     }
     In r{&all[at + frame_bytes], payload, 0, rec_where};

@@ -2,7 +2,7 @@
 // coordinates (models/src/sgd.cpp): the update's kernel as a parallel_for
 // (A) and as the parallel_reduce that counts (B), on the same arrays,
 // alternating which runs first, one core (Serial). Prints each variant's median, min and max
-// over 41 repetitions, and B / A.
+// over 40 pairs (two warm-up pairs left out), and B / A.
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
