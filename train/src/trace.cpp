@@ -697,6 +697,52 @@ void TraceWriter::append_journal(Sync sync) {
   flushed_attrs_ = attrs_;
 }
 
+// One valid record of the journal (its payload, `payload` bytes at p): its
+// rows appended, its attributes taken where merging.
+void TraceWriter::apply_journal_record(const unsigned char* p, std::uint32_t payload, const std::string& rec_where) {
+  const std::size_t K = static_cast<std::size_t>(ranks_);
+  In r{p, payload, 0, rec_where};
+  const std::size_t ns = r.get<std::uint32_t>(), ne = r.get<std::uint32_t>(), nv = r.get<std::uint32_t>(),
+                    na = r.get<std::uint32_t>();
+  if (ns > (payload - r.at) / (min_step_bytes * K))
+    fail(rec_where + " claims " + std::to_string(ns) + " steps, more than its " + std::to_string(payload) +
+         " bytes hold");
+  if (steps_.size() + ns > max_trace_rows || (steps_.size() + ns) * K > max_trace_records)
+    fail(rec_where + " takes the trace past the reader's limit of " + std::to_string(max_trace_records) +
+         " step records");
+  if (ne > payload || nv > payload || na > payload) fail(rec_where + " claims more rows than its bytes hold");
+  for (std::size_t i = 0; i < ns; ++i) {
+    std::vector<StepRecord> row(K);
+    for (auto& rr : row) rr = get_step(r);
+    steps_.push_back(std::move(row));
+  }
+  for (std::size_t i = 0; i < ne; ++i) {
+    EpochRecord e;
+    e.epoch = r.get<std::int32_t>();
+    e.epoch_time = r.get<double>();
+    e.train_loss = r.get<double>();
+    e.test_loss = r.get<double>();
+    e.test_accuracy = r.get<double>();
+    e.steps = r.get<std::int64_t>();
+    epochs_.push_back(e);
+  }
+  for (std::size_t i = 0; i < nv; ++i) {
+    EvalRecord e;
+    e.step = r.get<std::int64_t>();
+    e.epoch = r.get<std::int32_t>();
+    e.train_time = r.get<double>();
+    e.test_loss = r.get<double>();
+    e.test_accuracy = r.get<double>();
+    evals_.push_back(e);
+  }
+  for (std::size_t i = 0; i < na; ++i) {
+    std::string key = r.get_string(255), value = r.get_string(max_attr_bytes);
+    if (merging_) attrs_[std::move(key)] = std::move(value);
+  }
+  if (r.at != payload) fail(rec_where + " holds " + std::to_string(payload - r.at) + " bytes after its last row");
+  journal_steps_ += static_cast<std::int64_t>(ns);
+}
+
 void TraceWriter::load_journal(Check check) {
   const std::string jp = journal_path(path_);
   Fd fd(::open(jp.c_str(), O_RDONLY | O_CLOEXEC));
@@ -773,7 +819,6 @@ void TraceWriter::load_journal(Check check) {
     }
     return false;
   };
-  const std::size_t K = static_cast<std::size_t>(ranks_);
   std::size_t at = 0;
   for (int index = 0; at < n; ++index) {
     const std::string rec_where =
@@ -788,46 +833,7 @@ void TraceWriter::load_journal(Check check) {
              " alone, without the journal's steps");
       break;
     }
-    In r{&all[at + frame_bytes], payload, 0, rec_where};
-    const std::size_t ns = r.get<std::uint32_t>(), ne = r.get<std::uint32_t>(), nv = r.get<std::uint32_t>(),
-                      na = r.get<std::uint32_t>();
-    if (ns > (payload - r.at) / (min_step_bytes * K))
-      fail(rec_where + " claims " + std::to_string(ns) + " steps, more than its " + std::to_string(payload) +
-           " bytes hold");
-    if (steps_.size() + ns > max_trace_rows || (steps_.size() + ns) * K > max_trace_records)
-      fail(rec_where + " takes the trace past the reader's limit of " + std::to_string(max_trace_records) +
-           " step records");
-    if (ne > payload || nv > payload || na > payload) fail(rec_where + " claims more rows than its bytes hold");
-    for (std::size_t i = 0; i < ns; ++i) {
-      std::vector<StepRecord> row(K);
-      for (auto& rr : row) rr = get_step(r);
-      steps_.push_back(std::move(row));
-    }
-    for (std::size_t i = 0; i < ne; ++i) {
-      EpochRecord e;
-      e.epoch = r.get<std::int32_t>();
-      e.epoch_time = r.get<double>();
-      e.train_loss = r.get<double>();
-      e.test_loss = r.get<double>();
-      e.test_accuracy = r.get<double>();
-      e.steps = r.get<std::int64_t>();
-      epochs_.push_back(e);
-    }
-    for (std::size_t i = 0; i < nv; ++i) {
-      EvalRecord e;
-      e.step = r.get<std::int64_t>();
-      e.epoch = r.get<std::int32_t>();
-      e.train_time = r.get<double>();
-      e.test_loss = r.get<double>();
-      e.test_accuracy = r.get<double>();
-      evals_.push_back(e);
-    }
-    for (std::size_t i = 0; i < na; ++i) {
-      std::string key = r.get_string(255), value = r.get_string(max_attr_bytes);
-      if (merging_) attrs_[std::move(key)] = std::move(value);
-    }
-    if (r.at != payload) fail(rec_where + " holds " + std::to_string(payload - r.at) + " bytes after its last row");
-    journal_steps_ += static_cast<std::int64_t>(ns);
+    apply_journal_record(&all[at + frame_bytes], payload, rec_where);
     at += frame_bytes + std::size_t{payload} + 4;
   }
 }

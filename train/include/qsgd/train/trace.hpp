@@ -182,6 +182,7 @@ class TraceWriter {
   void append_journal(Sync sync);                // what is new since the last flush, as one record
   void load(Check check);
   void load_journal(Check check);                // folds <path>.journal into what load() read
+  void apply_journal_record(const unsigned char* p, std::uint32_t payload, const std::string& where);
   // hid_t, hsize_t; file_bytes: the file's size, which bounds what it can hold
   void load_buckets(long long file, unsigned long long rows, unsigned long long cols, unsigned long long file_bytes);
   void load_evals(long long file, unsigned long long file_bytes);
