@@ -5,7 +5,7 @@ run at K = 1 (MLP 784-8-10, batch 4, a flush every 20 steps) writes at most
 written (os.wait4's ru_oublock x 512, which counts the temporary files and the
 journal too). DIR must be on a disk-backed file system (tmpfs accounts no
 writes: the test then fails, saying so). Writing the whole trace at every
-flush, as a trace without a journal does, wrote 208x."""
+flush grows with the square of the steps and fails the bound."""
 import os
 import subprocess
 import sys

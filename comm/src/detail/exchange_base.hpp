@@ -514,16 +514,19 @@ class ExchangeBase : public Exchange<ExecSpace>,
   // The ring allreduce's test hook (RingReduce::start's `inject`): 1 or 2
   // where FaultInjection names this rank, step, tensor and stage, else 0.
   int ring_inject(const OpT& op) const {
+    if (!fault_targets(op)) return 0;
+    return cfg_.fault.stage == FaultInjection::first_stage ? 1 : 2;
+  }
+
+  // Whether FaultInjection names this rank, step and tensor.
+  bool fault_targets(const OpT& op) const {
     const FaultInjection& f = cfg_.fault;
-    if (!f.enabled || f.rank != rank() || f.step != op.step || f.tensor != op.tensor) return 0;
-    return f.stage == FaultInjection::first_stage ? 1 : 2;
+    return f.enabled && f.rank == rank() && f.step == op.step && f.tensor == op.tensor;
   }
 
   // Test hook (FaultInjection): flips bit 0 of the message's last word.
   void maybe_inject(OpT& op, int stage, WireBuffer<memory_space>& buf, std::size_t off, std::size_t words) {
-    const FaultInjection& f = cfg_.fault;
-    if (!f.enabled || f.stage != stage || f.rank != rank() || f.step != op.step || f.tensor != op.tensor || words == 0)
-      return;
+    if (!fault_targets(op) || cfg_.fault.stage != stage || words == 0) return;
     auto w = Kokkos::subview(buf.dev(), off + words - 1);
     std::uint64_t x = 0;
     Kokkos::deep_copy(x, w);
