@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 # Every harness, trace-raw included (CI leaves it out: HDF5 crashes).
-[ "${#harnesses[@]}" -gt 0 ] || harnesses=(message-raw message-struct checkpoint idx trace trace-raw train-options)
+[ "${#harnesses[@]}" -gt 0 ] || harnesses=(message-raw message-struct checkpoint idx trace trace-raw trace-journal train-options exchange-meta async-push)
 total=$(awk -v h="$hours" 'BEGIN { printf "%d", h * 3600 }')
 [ -n "$rounds" ] || rounds=$(( total / 3600 > 0 ? total / 3600 : 1 ))
 per=$(( total / rounds / ${#harnesses[@]} ))

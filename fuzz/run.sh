@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-ci_set=(message-raw message-struct checkpoint idx trace trace-journal train-options)
+ci_set=(message-raw message-struct checkpoint idx trace trace-journal train-options exchange-meta async-push)
 [ "$had_all" = 0 ] || harnesses=("${ci_set[@]}" trace-raw)
 [ "${#harnesses[@]}" -gt 0 ] || harnesses=("${ci_set[@]}")
 
@@ -59,6 +59,8 @@ max_len() {
     checkpoint|idx|trace|trace-journal) echo 4096 ;;
     trace-raw) echo 32768 ;;
     train-options) echo 1024 ;;
+    exchange-meta) echo 20480 ;;
+    async-push) echo 20480 ;;
     *) echo "fuzz/run.sh: unknown harness '$1' (${ci_set[*]} trace-raw)" >&2; exit 2 ;;
   esac
 }

@@ -22,7 +22,11 @@
 #include <qsgd/kernels.hpp>
 
 #include "qsgd/train/checkpoint.hpp"
+#include "async_push_layout.hpp"
 #include "common.hpp"
+#include "detail/framing.hpp"
+#include "exchange_meta_layout.hpp"
+#include "qsgd/algorithms/channel.hpp"
 #include "message_recipe.hpp"
 #include "regressions/regressions.hpp"
 #include "seed_constants.hpp"
@@ -474,6 +478,116 @@ void train_options_seeds(const std::string& root) {
   for (std::size_t k = 0; k < lines.size(); ++k) out.write("line" + std::to_string(k), join_args(lines[k]));
 }
 
+// ---- exchange metadata and pushes -------------------------------------------
+
+// The exchange-meta harness's prefix: mode, codec, shape, n, tensor, step.
+void meta_prefix(ByteWriter& w, std::uint8_t mode, std::uint8_t codec, std::uint8_t shape, const qsgd::comm::detail::OpId& id) {
+  w.u8(mode);
+  w.u8(codec);
+  w.u8(shape);
+  w.u16(static_cast<std::uint16_t>(id.n));
+  w.u16(static_cast<std::uint16_t>(id.tensor));
+  w.u16(static_cast<std::uint16_t>(id.step));
+}
+
+void exchange_meta_seeds(const std::string& root) {
+  namespace fr = qsgd::comm::detail;
+  namespace em = qsgd_fuzz::exchange_meta;
+  const Out out(root, "exchange-meta");
+  int k = 0;
+  for (std::uint8_t c = 0; c < 7; ++c) {
+    for (std::uint64_t n : {1, 300, 4096}) {
+      const std::uint8_t shape = n == 300 ? 2 | (1 << 2) : 1;  // s = 16, d = 64; else s = 4, d = n
+      const fr::OpId id{n, static_cast<std::uint32_t>(c), 3 + n % 5};
+      const std::string tag = qsgd::to_string(static_cast<qsgd::CodecKind>(c)) + "-n" + std::to_string(n);
+      // Built by the harness from the library's encoder: untouched, and with
+      // an edit in the metadata's size word and in the message.
+      for (int variant = 0; variant < 3; ++variant) {
+        ByteWriter w;
+        meta_prefix(w, em::built | (variant == 1 ? em::reseal : 0), c, shape, id);
+        w.u8(static_cast<std::uint8_t>(++k));
+        if (variant == 1) w.u16(0), w.u8(1);    // size word, resealed: the announced size is off by one
+        if (variant == 2) w.u16(40), w.u8(0x10);  // a message byte: the message's own checks
+        out.write(tag + "-built" + std::to_string(variant), w.data());
+      }
+      // The same frame as raw bytes.
+      qsgd::CodecConfig cfg;
+      cfg.codec = static_cast<qsgd::CodecKind>(c);
+      cfg.s = qsgd::is_quantized(cfg.codec) ? em::levels[shape & 3] : 16;
+      cfg.d = em::buckets[(shape >> 2) % 3];
+      cfg.chunk = 64;
+      const std::vector<std::uint8_t> msg = encode(cfg, gradient(n, ++k), false);
+      const std::uint64_t words = (msg.size() + 7) / 8;
+      std::uint64_t m[fr::meta_words];
+      fr::set_meta(id, m, words);
+      ByteWriter w;
+      meta_prefix(w, 0, c, shape, id);
+      for (std::uint64_t x : m) w.u64(x);
+      w.bytes(msg.data(), msg.size());
+      for (std::size_t pad = msg.size(); pad < words * 8; ++pad) w.u8(0);
+      out.write(tag + "-raw", w.data());
+    }
+  }
+  // Gathered: K ranks' metadata, each valid; one of another step.
+  for (int variant = 0; variant < 2; ++variant) {
+    const fr::OpId id{300, 1, 9};
+    ByteWriter w;
+    meta_prefix(w, em::gathered, 5, 1, id);
+    const int K = 3;
+    w.u8(K - 1);
+    w.u8(1);
+    for (int r = 0; r < K; ++r) {
+      std::uint64_t m[fr::meta_words];
+      fr::set_meta(variant == 1 && r == 2 ? fr::OpId{300, 1, 10} : id, m, 20 + 3 * r);
+      for (std::uint64_t x : m) w.u64(x);
+    }
+    out.write("gathered" + std::to_string(variant), w.data());
+  }
+}
+
+void async_push_seeds(const std::string& root) {
+  namespace ap = qsgd_fuzz::async_push;
+  const Out out(root, "async-push");
+  int k = 0;
+  for (std::uint8_t c = 0; c < 7; ++c) {
+    for (std::uint16_t n : {0, 99, 2047}) {  // n = 1 + the field
+      const std::uint8_t shape = n == 99 ? 3 | 4 : 0;  // s = 16, d = 64; else s = sqrt(n), d = n
+      const std::string tag = qsgd::to_string(static_cast<qsgd::CodecKind>(c)) + "-n" + std::to_string(n + 1);
+      for (int variant = 0; variant < 2; ++variant) {
+        ByteWriter w;
+        w.u8(ap::built);
+        w.u8(c);
+        w.u8(shape);
+        w.u16(n);
+        w.u8(4);                               // server version
+        w.u8(static_cast<std::uint8_t>(++k));  // seed
+        w.u8(variant == 0 ? 2 : 5);            // worker version: stale, or from the future
+        out.write(tag + "-built" + std::to_string(variant), w.data());
+      }
+      // A worker's push as raw words.
+      qsgd::algorithms::WireConfig wc;
+      wc.codec = static_cast<qsgd::CodecKind>(c);
+      wc.s = ap::levels[shape & 3];
+      wc.d = ap::buckets[(shape >> 2) & 1];
+      if (!qsgd::is_quantized(wc.codec)) wc.norm = qsgd::Norm::none;
+      qsgd::algorithms::Channel ch(wc, n + 1u);
+      std::vector<float> g = gradient(n + 1u, ++k);
+      const std::size_t bytes = ch.encode(qsgd::algorithms::Vec(g.begin(), g.end()), qsgd::RngKey{1, 2, 3, 0});
+      ByteWriter w;
+      w.u8(0);
+      w.u8(c);
+      w.u8(shape);
+      w.u16(n);
+      w.u8(4);
+      w.u64(3);
+      w.u64(17);
+      w.u64(bytes);
+      for (std::size_t i = 0; i < (bytes + 7) / 8; ++i) w.u64(ch.buffer()[i]);
+      out.write(tag + "-raw", w.data());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -494,6 +608,8 @@ int main(int argc, char** argv) {
   trace_seeds(root + "/seeds", scratch);
   journal_seeds(root + "/seeds", scratch);
   train_options_seeds(root + "/seeds");
+  exchange_meta_seeds(root + "/seeds");
+  async_push_seeds(root + "/seeds");
   for (const Regression& r : regressions()) {
     const std::vector<std::uint8_t> input = r.make();
     if (input.empty()) die(std::string("the regression input ") + r.name + " could not be built");

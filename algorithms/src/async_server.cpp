@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "push.hpp"
 #include "qsgd/algorithms/data_parallel.hpp"
 
 namespace qsgd::algorithms {
@@ -20,7 +21,7 @@ constexpr int tag_grad = 101;
 constexpr int tag_params = 102;
 constexpr int tag_stop = 103;
 constexpr int tag_done = 104;
-constexpr int header_words = 3;  // version, worker step, message bytes
+constexpr int header_words = detail::push_header_words;  // version, worker step, message bytes (push.hpp)
 constexpr int server = 0;
 
 // The parameter server's MPI calls, each checked (qsgd::comm::check_mpi: a
@@ -168,21 +169,23 @@ void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int wo
     check_workers();
     const int count = mpi.count(st, "receive of pushes");
     if (st.MPI_TAG != tag_grad) fail(src, "unexpected tag " + std::to_string(st.MPI_TAG));
-    if (count < header_words || static_cast<std::size_t>(count) > max_words)
-      fail(src, "size " + std::to_string(count) + " words outside [3, " + std::to_string(max_words) + "]");
+    if (count < 0) fail(src, "negative count");
+    const std::string size_fault = detail::push_size_fault(static_cast<std::size_t>(count), ch.buffer_words());
+    if (!size_fault.empty()) fail(src, size_fault);
     mpi.recv(in.data(), count, MPI_UINT64_T, src, tag_grad, "receive of pushes");
     ++r.pushes;
-    const std::uint64_t vw = in[0], bytes = in[2];
-    if (vw > v) fail(src, "version " + std::to_string(vw) + " from the future (server at " + std::to_string(v) + ")");
-    if (bytes > 8 * static_cast<std::uint64_t>(count - header_words)) fail(src, "message bytes exceed the push");
-    r.grad_bits += 8 * bytes;
-    std::copy(in.begin() + header_words, in.begin() + count, ch.buffer());
+    std::uint64_t vw = 0, bytes = 0;
     std::fill(g.begin(), g.end(), 0.0);
     try {
+      const detail::PushHeader h = detail::parse_push(in.data(), static_cast<std::size_t>(count), v);
+      vw = h.version;
+      bytes = h.bytes;
+      std::copy(in.begin() + header_words, in.begin() + count, ch.buffer());
       ch.accumulate(static_cast<std::size_t>(bytes), 1.0, g);
     } catch (const std::exception& e) {
       fail(src, e.what());
     }
+    r.grad_bits += 8 * bytes;
     const std::uint64_t stale = v - vw;
     auto bump = [](std::vector<std::uint64_t>& h, std::uint64_t k) {
       if (h.size() <= k) h.resize(k + 1, 0);
@@ -225,7 +228,8 @@ void run_server(const Problem& p, const AsyncConfig& cfg, const Mpi& mpi, int wo
       mpi.recv(&sent, 1, MPI_UINT64_T, st.MPI_SOURCE, tag_done, "shutdown drain");
       r.sent += sent;
       ++done;
-    } else if (st.MPI_TAG == tag_grad && count >= header_words && static_cast<std::size_t>(count) <= max_words) {
+    } else if (st.MPI_TAG == tag_grad && count >= 0 &&
+               detail::push_size_fault(static_cast<std::size_t>(count), ch.buffer_words()).empty()) {
       mpi.recv(in.data(), count, MPI_UINT64_T, st.MPI_SOURCE, tag_grad, "shutdown drain");
       ++r.discarded;
     } else {

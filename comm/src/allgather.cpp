@@ -63,7 +63,7 @@ class Allgather final : public ExchangeBase<E> {
     this->maybe_inject(op, FaultInjection::first_stage, op.send, 0, words);
     op.stats.encoded_bytes = bytes;
     op.phase = sizes_in;
-    this->set_meta(op, op.meta_send.data(), words);
+    this->set_meta(op, op.meta_send.data(), words, FaultInjection::first_stage);
     this->post_allgather(op, op.meta_send.data(), meta_words, op.meta_recv.data());
   }
 
@@ -99,7 +99,7 @@ class Allgather final : public ExchangeBase<E> {
       const std::size_t bytes = this->encode_slice(op, lo, len, k, op.send.span(off + meta_words, this->max_words(len)));
       const std::uint64_t words = words_of(bytes);
       if (j == 0) this->maybe_inject(op, FaultInjection::first_stage, op.send, off + meta_words, words);
-      this->write_meta(op, op.send, off, words);
+      this->write_meta(op, op.send, off, words, j == 0 ? FaultInjection::first_stage : 0);
       op.send.to_mpi(off, meta_words + words);
       op.stats.encoded_bytes += bytes;
       op.out_bytes[j] = (meta_words + words) * 8;

@@ -133,7 +133,7 @@ FaultInjection FaultInjection::parse(const std::string& spec) {
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     std::uint64_t x = 0;
     try {
-      x = support::parse_count("QSGD_FAULT_INJECT " + k, v);
+      if (k != "part") x = support::parse_count("QSGD_FAULT_INJECT " + k, v);
     } catch (const support::UsageError& err) {
       throw Error(Errc::invalid_argument, err.what());
     }
@@ -146,12 +146,27 @@ FaultInjection FaultInjection::parse(const std::string& spec) {
       have_step = true;
     } else if (k == "tensor") {
       f.tensor = static_cast<std::uint32_t>(x);
+    } else if (k == "part") {
+      if (v == "message")
+        f.part = FaultInjection::Part::message;
+      else if (v == "meta")
+        f.part = FaultInjection::Part::meta;
+      else
+        throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: part must be message or meta, not '" + v + "'");
+      continue;
     } else if (k == "stage") {
       if (x != FaultInjection::first_stage && x != FaultInjection::back_stage)
         throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: stage must be 1 or 2");
       f.stage = static_cast<int>(x);
+    } else if (k == "word") {
+      if (x > static_cast<std::uint64_t>(INT64_MAX)) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: word too large");
+      f.word = static_cast<std::int64_t>(x);
+    } else if (k == "bit") {
+      if (x > 63) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: bit must be 0..63");
+      f.bit = static_cast<int>(x);
     } else {
-      throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: unknown key '" + k + "' (rank, step, tensor, stage)");
+      throw Error(Errc::invalid_argument,
+                  "QSGD_FAULT_INJECT: unknown key '" + k + "' (rank, step, tensor, stage, part, word, bit)");
     }
   }
   if (!have_rank || !have_step) throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT needs rank= and step=");
@@ -191,6 +206,14 @@ std::unique_ptr<Exchange<E>> make_exchange(const ExchangeConfig& cfg_in, const C
   if (cfg.strategy == StrategyKind::shared_scale) check_shared_scale(cfg.codec, comm.size());
   if (cfg.strategy == StrategyKind::powersgd && cfg.powersgd_rank == 0)
     throw Error(Errc::invalid_argument, "powersgd: the rank r must be at least 1");
+  const bool raw_ring = cfg.strategy == StrategyKind::allreduce || cfg.strategy == StrategyKind::allreduce16 ||
+                        cfg.strategy == StrategyKind::powersgd;
+  if (cfg.fault.enabled && raw_ring &&
+      (cfg.fault.part != FaultInjection::Part::message || cfg.fault.word >= 0 || cfg.fault.bit != 0))
+    throw Error(Errc::invalid_argument, "QSGD_FAULT_INJECT: " + to_string(cfg.strategy) +
+                                            " sends raw values with no metadata; part, word and bit apply to the "
+                                            "strategies that send messages (allgather, scatter-reduce, shared-scale, "
+                                            "param-server)");
   switch (cfg.strategy) {
     case StrategyKind::allreduce: return detail::make_allreduce(cfg, comm, exec);
     case StrategyKind::allreduce16: return detail::make_allreduce16(cfg, comm, exec);

@@ -69,7 +69,7 @@ class ParamServer final : public ExchangeBase<E> {
     const std::uint64_t words = words_of(bytes);
     this->maybe_inject(op, FaultInjection::first_stage, op.send, 0, words);
     op.stats.encoded_bytes = bytes;
-    this->set_meta(op, op.meta_send.data(), words);
+    this->set_meta(op, op.meta_send.data(), words, FaultInjection::first_stage);
     this->post_gather(op, op.meta_send.data(), meta_words, op.meta_recv.data(), S);
     if (is_server()) {
       op.phase = server_sizes_in;
@@ -105,7 +105,7 @@ class ParamServer final : public ExchangeBase<E> {
         this->maybe_inject(op, FaultInjection::back_stage, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
         op.meta_back_send.resize(meta_words);
-        this->set_meta(op, op.meta_back_send.data(), words);
+        this->set_meta(op, op.meta_back_send.data(), words, FaultInjection::back_stage);
         std::copy(op.meta_back_send.begin(), op.meta_back_send.end(), op.meta_back_recv.begin());
         this->post_bcast(op, op.meta_back_recv.data(), meta_words, S);
         this->post_bcast(op, op.send_back, static_cast<int>(words), S);
@@ -127,7 +127,7 @@ class ParamServer final : public ExchangeBase<E> {
         return true;
       }
       case server_broadcast_sent: {  // server: decode its own broadcast, the same bytes every worker decodes
-        const std::uint64_t words = op.meta_back_recv[0];
+        const std::uint64_t words = words_of(op.stats.requantized_bytes);  // not the metadata sent (a test may corrupt it)
         this->decode_values(op, S, op.send_back.span(0, words), words * 8, op.out, op.n);
         return true;
       }

@@ -200,12 +200,13 @@ class ScatterReduce final : public ExchangeBase<E> {
       off += head;
       const std::size_t bytes = encode_chunk(op, lo, len, k, op.send.span(off, maxw));
       const std::uint64_t words = words_of(bytes);
-      if (j == (me + 1) % K) this->maybe_inject(op, FaultInjection::first_stage, op.send, off, words);
-      if (ring) this->write_meta(op, op.send, off - head, words);
+      const int stage = j == (me + 1) % K ? FaultInjection::first_stage : 0;  // the chunk sent to rank + 1
+      this->maybe_inject(op, stage, op.send, off, words);
+      if (ring) this->write_meta(op, op.send, off - head, words, stage);
       op.out_bytes[j] = (head + words) * 8;
       op.scounts[j] = static_cast<int>(words);
       op.sdispls[j] = this->as_count(off, "scatter_reduce");
-      this->set_meta(op, &op.meta_send[static_cast<std::size_t>(j) * meta_words], words);
+      this->set_meta(op, &op.meta_send[static_cast<std::size_t>(j) * meta_words], words, stage);
       off += words;
       total_bytes += bytes;
     }
@@ -294,7 +295,7 @@ class ScatterReduce final : public ExchangeBase<E> {
     this->maybe_inject(op, FaultInjection::back_stage, op.send_back, meta_words, words);
     op.stats.requantized_bytes = bytes;
     op.counts_back[me] = static_cast<int>(words);
-    this->write_meta(op, op.send_back, 0, words);
+    this->write_meta(op, op.send_back, 0, words, FaultInjection::back_stage);
     op.send_back.to_mpi(0, meta_words + words);
     op.in_off_back.resize(K);
     op.in_cap_back.resize(K);
@@ -357,7 +358,7 @@ class ScatterReduce final : public ExchangeBase<E> {
         const std::uint64_t words = words_of(bytes);
         this->maybe_inject(op, FaultInjection::back_stage, op.send_back, 0, words);
         op.stats.requantized_bytes = bytes;
-        this->set_meta(op, op.meta_back_send.data(), words);
+        this->set_meta(op, op.meta_back_send.data(), words, FaultInjection::back_stage);
         this->post_allgather(op, op.meta_back_send.data(), meta_words, op.meta_back_recv.data());
         op.phase = reduced_sizes_in;
         return false;

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "detail/framing.hpp"
 #include "detail/powersgd_kernels.hpp"
 
 namespace {
@@ -71,6 +72,99 @@ TEST(FaultInjection, Parses) {
   // Numbers are taken whole: no sign (strtoull would wrap "-1"), no blanks.
   for (const char* bad : {"rank=-1,step=2", "rank=1,step= 2", "rank=1,step=", "rank=4294967296,step=1"})
     EXPECT_THROW(qsgd::comm::FaultInjection::parse(bad), qsgd::Error) << bad;
+}
+
+TEST(FaultInjection, ParsesThePartWordAndBit) {
+  using qsgd::comm::FaultInjection;
+  const auto d = FaultInjection::parse("rank=1,step=3");
+  EXPECT_EQ(d.part, FaultInjection::Part::message);
+  EXPECT_EQ(d.word, -1);
+  EXPECT_EQ(d.bit, 0);
+  const auto f = FaultInjection::parse("rank=1,step=3,part=meta,word=2,bit=63");
+  EXPECT_EQ(f.part, FaultInjection::Part::meta);
+  EXPECT_EQ(f.word, 2);
+  EXPECT_EQ(f.bit, 63);
+  EXPECT_EQ(FaultInjection::parse("rank=1,step=3,part=message,word=0").word, 0);
+  for (const char* bad : {"rank=1,step=2,part=header", "rank=1,step=2,bit=64", "rank=1,step=2,part="})
+    EXPECT_THROW(FaultInjection::parse(bad), qsgd::Error) << bad;
+  // The raw-value rings send no metadata: part, word and bit are refused there.
+  const Communicator comm = Communicator::serial();
+  for (StrategyKind k : {StrategyKind::allreduce, StrategyKind::allreduce16, StrategyKind::powersgd}) {
+    auto cfg = config(k, codec(CodecKind::bf16));
+    cfg.fault = FaultInjection::parse("rank=0,step=1,part=meta");
+    EXPECT_THROW(make_exchange(cfg, comm), qsgd::Error) << to_string(k);
+    cfg.fault = FaultInjection::parse("rank=0,step=1,bit=3");
+    EXPECT_THROW(make_exchange(cfg, comm), qsgd::Error) << to_string(k);
+  }
+}
+
+namespace fr = qsgd::comm::detail;
+
+TEST(Framing, EveryFlippedMetadataBitIsACorruptMessage) {
+  const fr::OpId id{5000, 3, 77};
+  std::uint64_t m[fr::meta_words];
+  fr::set_meta(id, m, 40);
+  EXPECT_FALSE(fr::check_meta(id, 1, m, 100));
+  for (int w = 0; w < fr::meta_words; ++w)
+    for (int b = 0; b < 64; ++b) {
+      std::uint64_t x[fr::meta_words];
+      std::copy(m, m + fr::meta_words, x);
+      x[w] ^= std::uint64_t{1} << b;
+      const fr::FrameFault f = fr::check_meta(id, 1, x, 100);
+      ASSERT_TRUE(f) << "word " << w << " bit " << b;
+      EXPECT_EQ(f.exit_code, qsgd::comm::exit_corrupt_message) << "word " << w << " bit " << b;
+      EXPECT_EQ(f.code, qsgd::Errc::corrupt_message);
+      EXPECT_NE(f.what.find("corrupt message from rank 1 at step 77, tensor 3: its metadata fails its CRC32C"),
+                std::string::npos)
+          << f.what;
+    }
+}
+
+TEST(Framing, IntactMetadataOfAnotherOperationOrSizeIsRefused) {
+  const fr::OpId id{5000, 3, 77};
+  std::uint64_t m[fr::meta_words];
+  fr::set_meta({5000, 3, 78}, m, 40);  // another step, a valid CRC: ranks disagree
+  fr::FrameFault f = fr::check_meta(id, 2, m, 100);
+  EXPECT_EQ(f.exit_code, qsgd::comm::exit_config_mismatch);
+  EXPECT_NE(f.what.find("ranks disagree on the operation: rank 2 started (n 5000, tensor 3, step 78)"),
+            std::string::npos)
+      << f.what;
+  for (std::uint64_t words : {std::uint64_t{0}, std::uint64_t{7}, std::uint64_t{101}, ~std::uint64_t{0}}) {
+    fr::set_meta(id, m, words);
+    f = fr::check_meta(id, 2, m, 100);
+    EXPECT_EQ(f.exit_code, qsgd::comm::exit_corrupt_message) << words;
+    EXPECT_NE(f.what.find("words is outside 8..100"), std::string::npos) << f.what;
+  }
+  fr::set_meta(id, m, 8);
+  EXPECT_FALSE(fr::check_meta(id, 2, m, 100));
+  // Framed: whole metadata words, and the announced size is what arrived.
+  EXPECT_TRUE(fr::check_frame_bytes(id, 2, 31));
+  EXPECT_TRUE(fr::check_frame_bytes(id, 2, 33));
+  EXPECT_FALSE(fr::check_frame_bytes(id, 2, 32));
+  EXPECT_FALSE(fr::check_frame_size(id, 2, m, (8 + fr::meta_words) * 8));
+  f = fr::check_frame_size(id, 2, m, (9 + fr::meta_words) * 8);
+  EXPECT_NE(f.what.find("announced 8 words, received 9"), std::string::npos) << f.what;
+}
+
+TEST(Framing, LayoutOfGatheredMetadataSumsAndBoundsTheCounts) {
+  const fr::OpId id{1u << 20, 0, 1};
+  const int K = 3;
+  std::vector<std::uint64_t> meta(static_cast<std::size_t>(K) * fr::meta_words);
+  const std::uint64_t words[K] = {10, 20, 30};
+  for (int r = 0; r < K; ++r) fr::set_meta(id, &meta[static_cast<std::size_t>(r) * fr::meta_words], words[r]);
+  std::vector<int> counts, displs;
+  std::uint64_t wire = 0;
+  ASSERT_FALSE(fr::layout_meta(id, meta.data(), K, 1, 1u << 30, "t", counts, displs, wire));
+  EXPECT_EQ(counts, (std::vector<int>{10, 20, 30}));
+  EXPECT_EQ(displs, (std::vector<int>{0, 10, 30}));
+  EXPECT_EQ(wire, (10 + 30 + 2 * fr::meta_words) * 8u);
+  // Counts each within max_w but together past INT_MAX: an MPI count limit error.
+  const std::uint64_t big = (std::uint64_t{1} << 30) + 1;
+  for (int r = 0; r < K; ++r) fr::set_meta(id, &meta[static_cast<std::size_t>(r) * fr::meta_words], big);
+  const fr::FrameFault f = fr::layout_meta(id, meta.data(), K, 0, std::uint64_t{1} << 40, "owner", counts, displs, wire);
+  EXPECT_EQ(f.exit_code, qsgd::comm::exit_exchange_error);
+  EXPECT_NE(f.what.find("owner: "), std::string::npos) << f.what;
+  EXPECT_NE(f.what.find("exceed the MPI count limit"), std::string::npos) << f.what;
 }
 
 TEST(ConfigHash, EveryFieldCounts) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "framing.hpp"
 #include "p2p.hpp"
 #include "qsgd/comm/exchange.hpp"
 #include "qsgd/comm/partition.hpp"
@@ -30,10 +31,11 @@
 
 namespace qsgd::comm::detail {
 
-// Words of each rank's per-operation metadata: message words, n, tensor, step.
-// Every receiver checks n, tensor and step against its own before it trusts
-// the size, so ranks that disagree on an operation stop with a clear error.
-constexpr int meta_words = 4;
+// Each rank's per-operation metadata (meta_words, framing.hpp): message
+// words, n, tensor and step under a CRC32C. Every receiver checks the CRC,
+// then n, tensor and step against its own before it trusts the size, so
+// corrupt metadata and ranks that disagree on an operation stop with a clear
+// error.
 constexpr std::uint32_t requant_flag = 0x80000000u;  // RngKey.rank of a requantization
 
 inline std::uint64_t words_of(std::size_t bytes) { return (bytes + 7) / 8; }
@@ -524,23 +526,38 @@ class ExchangeBase : public Exchange<ExecSpace>,
     return f.enabled && f.rank == rank() && f.step == op.step && f.tensor == op.tensor;
   }
 
-  // Test hook (FaultInjection): flips bit 0 of the message's last word.
+  // Test hook (FaultInjection, part=message): flips bit `bit` of word `word`
+  // of the message (default: bit 0 of its last word).
   void maybe_inject(OpT& op, int stage, WireBuffer<memory_space>& buf, std::size_t off, std::size_t words) {
-    if (!fault_targets(op) || cfg_.fault.stage != stage || words == 0) return;
-    auto w = Kokkos::subview(buf.dev(), off + words - 1);
+    const FaultInjection& f = cfg_.fault;
+    if (!fault_targets(op) || f.stage != stage || f.part != FaultInjection::Part::message || words == 0) return;
+    const std::size_t w = f.word < 0 ? words - 1 : std::min<std::size_t>(static_cast<std::size_t>(f.word), words - 1);
+    auto at = Kokkos::subview(buf.dev(), off + w);
     std::uint64_t x = 0;
-    Kokkos::deep_copy(x, w);
-    x ^= 1u;
-    Kokkos::deep_copy(w, x);
+    Kokkos::deep_copy(x, at);
+    x ^= std::uint64_t{1} << f.bit;
+    Kokkos::deep_copy(at, x);
   }
 
-  // ---- metadata -----------------------------------------------------------
+  // ---- metadata (framing.hpp) ----------------------------------------------
 
-  void set_meta(const OpT& op, std::uint64_t* m, std::uint64_t words) const {
-    m[0] = words;
-    m[1] = op.n;
-    m[2] = op.tensor;
-    m[3] = op.step;
+  OpId op_id(const OpT& op) const { return {op.n, op.tensor, op.step}; }
+
+  // This rank's metadata for a message of `words` words. `stage`: the
+  // FaultInjection stage this message belongs to (0: none), whose part=meta
+  // fault flips a bit of it here, after its CRC was computed.
+  void set_meta(const OpT& op, std::uint64_t* m, std::uint64_t words, int stage = 0) const {
+    qsgd::comm::detail::set_meta(op_id(op), m, words);
+    const FaultInjection& f = cfg_.fault;
+    if (stage != 0 && f.part == FaultInjection::Part::meta && fault_targets(op) && f.stage == stage)
+      m[f.word % meta_words] ^= std::uint64_t{1} << f.bit;
+  }
+
+  // Checks a peer's metadata (check_meta, framing.hpp): intact, the same
+  // operation, a size the receiver can hold.
+  void check_meta(OpT& op, int source, const std::uint64_t* m, std::uint64_t max_w) {
+    if (FrameFault f = qsgd::comm::detail::check_meta(op_id(op), source, m, max_w))
+      fail_plain(op, f.code, f.exit_code, f.what);
   }
 
   // After the metadata gather (op.meta_recv, meta_words per rank): checks
@@ -549,34 +566,11 @@ class ExchangeBase : public Exchange<ExecSpace>,
   // op.displs[r]. Returns the bytes that come from ranks other than `self`
   // (their messages and metadata).
   std::uint64_t layout_from_meta(OpT& op, int self, std::uint64_t max_w, const char* owner) {
-    std::uint64_t total = 0, wire = 0;
-    for (int r = 0; r < ranks(); ++r) {
-      const std::uint64_t* m = &op.meta_recv[static_cast<std::size_t>(r) * meta_words];
-      check_meta(op, r, m, max_w);
-      op.counts[r] = static_cast<int>(m[0]);
-      op.displs[r] = as_count(total, owner);
-      total += m[0];
-      if (r != self) wire += m[0] * 8 + meta_words * 8;
-    }
-    as_count(total, owner);
+    std::uint64_t wire = 0;
+    if (FrameFault f = layout_meta(op_id(op), op.meta_recv.data(), ranks(), self, max_w, owner, op.counts, op.displs,
+                                   wire))
+      fail_plain(op, f.code, f.exit_code, f.what);
     return wire;
-  }
-
-  // Checks a peer's metadata: same operation, a size the receiver can hold.
-  void check_meta(OpT& op, int source, const std::uint64_t* m, std::uint64_t max_w) {
-    if (m[1] != op.n || m[2] != op.tensor || m[3] != op.step) {
-      fail_plain(op, Errc::invalid_argument, exit_config_mismatch,
-                 "ranks disagree on the operation: rank " + std::to_string(source) + " started (n " +
-                     std::to_string(m[1]) + ", tensor " + std::to_string(m[2]) + ", step " + std::to_string(m[3]) +
-                     "), this rank (n " + std::to_string(op.n) + ", tensor " + std::to_string(op.tensor) + ", step " +
-                     std::to_string(op.step) + ")");
-    }
-    if (m[0] * 8 < header_bytes || m[0] > max_w) {
-      fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
-                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
-                     ", tensor " + std::to_string(op.tensor) + ": announced size of " + std::to_string(m[0]) +
-                     " words is outside 8.." + std::to_string(max_w));
-    }
   }
 
   // ---- framed messages (ring transport) -------------------------------------
@@ -584,9 +578,9 @@ class ExchangeBase : public Exchange<ExecSpace>,
   // that a receiver checks the operation and the size before decoding, with
   // no separate metadata collective.
 
-  void write_meta(OpT& op, WireBuffer<memory_space>& buf, std::size_t off, std::uint64_t words) {
+  void write_meta(OpT& op, WireBuffer<memory_space>& buf, std::size_t off, std::uint64_t words, int stage = 0) {
     std::uint64_t m[meta_words];
-    set_meta(op, m, words);
+    set_meta(op, m, words, stage);
     Kokkos::deep_copy(buf.span(off, meta_words),
                       Kokkos::View<const std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(m, meta_words));
   }
@@ -606,19 +600,12 @@ class ExchangeBase : public Exchange<ExecSpace>,
   // its message words.
   std::uint64_t check_framed(OpT& op, int source, WireBuffer<memory_space>& buf, std::size_t off, std::size_t bytes,
                              std::uint64_t max_w) {
-    if (bytes < meta_words * 8 || bytes % 8 != 0)
-      fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
-                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
-                     ", tensor " + std::to_string(op.tensor) + ": " + std::to_string(bytes) +
-                     " bytes received, not a framed message");
+    const OpId id = op_id(op);
+    if (FrameFault f = check_frame_bytes(id, source, bytes)) fail_plain(op, f.code, f.exit_code, f.what);
     std::uint64_t m[meta_words];
     read_meta(buf, off, m);
     check_meta(op, source, m, max_w);
-    if ((m[0] + meta_words) * 8 != bytes)
-      fail_plain(op, Errc::corrupt_message, exit_corrupt_message,
-                 "corrupt message from rank " + std::to_string(source) + " at step " + std::to_string(op.step) +
-                     ", tensor " + std::to_string(op.tensor) + ": announced " + std::to_string(m[0]) +
-                     " words, received " + std::to_string(bytes / 8 - meta_words));
+    if (FrameFault f = check_frame_size(id, source, m, bytes)) fail_plain(op, f.code, f.exit_code, f.what);
     return m[0];
   }
 

@@ -100,11 +100,16 @@ enum class ErrorPolicy : std::uint8_t {
                 // detects the error (it leaves peers in collectives otherwise).
 };
 
-// Test hook: flip bit 0 of the last word of one message this rank sends.
-//   QSGD_FAULT_INJECT="rank=1,step=3,tensor=0[,stage=2]"
+// Test hook: flip one bit of one message this rank sends, or of the
+// metadata announcing it.
+//   QSGD_FAULT_INJECT="rank=1,step=3,tensor=0[,stage=2][,part=meta][,word=W][,bit=B]"
 // stage 1: the rank's own message (its gradient, or for scatter-reduce the
 // chunk it sends to rank+1); stage 2: the requantized message it sends as
-// parameter server or chunk owner.
+// parameter server or chunk owner. part=message (default): bit B (default 0)
+// of the message's word W (default its last; past the end means the last).
+// part=meta: bit B of metadata word W (default 0; taken modulo the 4 words:
+// size, n, tensor and CRC, step) after its CRC was computed; strategies that
+// send metadata only (allgather, scatter-reduce, shared-scale, param-server).
 struct FaultInjection {
   bool enabled = false;
   int rank = 0;
@@ -115,6 +120,10 @@ struct FaultInjection {
   // parameter server's broadcast).
   static constexpr int first_stage = 1, back_stage = 2;
   int stage = first_stage;
+  enum class Part : std::uint8_t { message, meta };
+  Part part = Part::message;
+  std::int64_t word = -1;  // -1: the message's last word (part=message), word 0 (part=meta)
+  int bit = 0;             // 0..63
 
   static FaultInjection parse(const std::string& spec);  // throws qsgd::Error(invalid_argument)
   static FaultInjection from_env();                      // disabled when QSGD_FAULT_INJECT is unset
