@@ -54,7 +54,15 @@ TEST(Options, RefusalsNameTheOptionAndTheValue) {
       {{"--bogus"}, "unknown option '--bogus'"},
       {{"--bits", "40"}, "--bits must be 1..24"},
       {{"--strategy", "carrier-pigeon"}, "unknown strategy 'carrier-pigeon'"},
-      {{"--model", "resnet"}, "--model must be mlp, cnn or lstm, got 'resnet'"},
+      {{"--model", "resnet"}, "--model must be mlp, cnn, lstm or replay, got 'resnet'"},
+      {{"--model", "replay"}, "--model replay needs --model-file FILE.json"},
+      {{"--model", "replay", "--model-file", "m.json", "--replay-compute", "fast"},
+       "--replay-compute must be auto, spin or sleep, got 'fast'"},
+      {{"--model", "replay", "--model-file", "m.json", "--clip-norm", "1"}, "runs no optimizer: --clip-norm"},
+      {{"--model", "replay", "--model-file", "m.json", "--dataset", "teacher"}, "reads no data: --dataset"},
+      {{"--model", "replay", "--model-file", "m.json", "--record-model", "r.json"}, "records a real model"},
+      {{"--record-model", "r.json", "--checkpoint", "c", "--resume"}, "--record-model measures a whole run"},
+      {{"--replay-compute", "spin"}, "--replay-compute goes with --model replay"},
       {{"--mlp-widths", "784,,10"}, "--mlp-widths needs an integer in 1..4294967295, got ''"},
       // Numbers are taken as written or refused: no sign after blanks
       // (std::stoull would negate it), no truncation to a 32-bit field, no

@@ -68,6 +68,7 @@ std::string to_string(ModelKind m) {
     case ModelKind::mlp: return "mlp";
     case ModelKind::cnn: return "cnn";
     case ModelKind::lstm: return "lstm";
+    case ModelKind::replay: return "replay";
   }
   return "model#" + std::to_string(static_cast<int>(m));
 }
@@ -77,6 +78,7 @@ std::string to_string(DatasetKind d) {
     case DatasetKind::fashion_mnist: return "fashion-mnist";
     case DatasetKind::teacher: return "teacher";
     case DatasetKind::corpus: return "corpus";
+    case DatasetKind::none: return "none";
   }
   return "dataset#" + std::to_string(static_cast<int>(d));
 }
@@ -91,9 +93,9 @@ std::string to_string(models::LrDecay d) {
 }
 
 ModelKind parse_model(const std::string& name) {
-  for (ModelKind m : {ModelKind::mlp, ModelKind::cnn, ModelKind::lstm})
+  for (ModelKind m : {ModelKind::mlp, ModelKind::cnn, ModelKind::lstm, ModelKind::replay})
     if (name == to_string(m)) return m;
-  bad("--model must be mlp, cnn or lstm, got '" + name + "'");
+  bad("--model must be mlp, cnn, lstm or replay, got '" + name + "'");
 }
 
 DatasetKind parse_dataset(const std::string& name) {
@@ -114,7 +116,10 @@ Data-parallel training with QSGD gradient exchange (run under mpirun for K > 1).
 Defaults in parentheses. Sizes: bytes, with an optional suffix K, M or G = 2^10, 2^20, 2^30 bytes;
 a unit in an option's name (-kb, -mb, -ms, -us) is the unit of its plain number (docs/cli.md).
 model and data:
-  --model mlp|cnn|lstm (mlp)  --mlp-widths LIST (784,4096,4096,10: input, hidden..., classes)
+  --model mlp|cnn|lstm|replay (mlp)  --mlp-widths LIST (784,4096,4096,10: input, hidden..., classes)
+  --model-file FILE.json  replay: the model description (docs/replay.md); its batch is the run's
+  --replay-compute auto|spin|sleep (auto: sleep where the description's times are a GPU's, else spin)
+  --record-model FILE.json (none)  write this run's model description from its measured steps
   --dataset fashion-mnist|teacher|corpus (fashion-mnist; corpus with lstm)
   --data-dir DIR ($QSGD_FASHION_MNIST_DIR, else Debian's /usr/share/datasets/fashion-mnist)
   --teacher-samples N (8192)  --lstm-hidden N (128)  --lstm-seq N (64)
@@ -162,6 +167,7 @@ faults:
 
 Options parse_checked(int argc, char** argv);
 void check_together(Options& o, bool bits_given);
+void check_replay(Options& o);
 
 Options parse(int argc, char** argv) {
   try {
@@ -190,7 +196,17 @@ Options parse_checked(int argc, char** argv) {
     else if (a == "--teacher-samples") o.teacher_samples = parse_count(a, val());
     else if (a == "--lstm-hidden") o.lstm_hidden = parse_count(a, val());
     else if (a == "--lstm-seq") o.lstm_seq = parse_count(a, val());
-    else if (a == "--batch") o.batch = parse_count(a, val());
+    else if (a == "--batch") {
+      o.batch = parse_count(a, val());
+      o.batch_given = true;
+    }
+    else if (a == "--model-file") o.model_file = val();
+    else if (a == "--replay-compute") {
+      o.replay_compute = val();
+      if (o.replay_compute != "auto" && o.replay_compute != "spin" && o.replay_compute != "sleep")
+        bad("--replay-compute must be auto, spin or sleep, got '" + o.replay_compute + "'");
+    }
+    else if (a == "--record-model") o.record_model = val();
     else if (a == "--epochs") o.epochs = parse_count(a, val());
     else if (a == "--max-steps") o.max_steps = parse_count(a, val());
     else if (a == "--lr") o.lr = parse_real(a, val());
@@ -269,9 +285,30 @@ Options parse_checked(int argc, char** argv) {
   return o;
 }
 
+// Replay reads no data, runs no optimizer and measures no accuracy: the
+// options that need them are refused.
+void check_replay(Options& o) {
+  if (o.model != ModelKind::replay) {
+    if (!o.model_file.empty()) bad("--model-file goes with --model replay");
+    if (!o.record_model.empty() && o.resume) bad("--record-model measures a whole run: not with --resume");
+    if (o.replay_compute != "auto") bad("--replay-compute goes with --model replay");
+    return;
+  }
+  if (o.model_file.empty()) bad("--model replay needs --model-file FILE.json (a model description, docs/replay.md)");
+  if (o.dataset != DatasetKind::fashion_mnist && o.dataset != DatasetKind::none)
+    bad("--model replay reads no data: --dataset does not apply");
+  o.dataset = DatasetKind::none;
+  if (!o.record_model.empty()) bad("--record-model records a real model, not a replay");
+  if (!o.checkpoint.empty() || o.resume) bad("--model replay keeps no optimizer state: --checkpoint and --resume do not apply");
+  if (o.eval_every != 0 || o.target_accuracy > 0)
+    bad("--model replay measures no accuracy: --eval-every and --target-accuracy do not apply");
+  if (o.clip_norm > 0) bad("--model replay runs no optimizer: --clip-norm does not apply");
+}
+
 // The rules between options, once every option is read; completes the
 // fields that follow from others (the codec a strategy uses, the naming).
 void check_together(Options& o, bool bits_given) {
+  check_replay(o);
   if (o.model == ModelKind::lstm && o.dataset == DatasetKind::fashion_mnist) o.dataset = DatasetKind::corpus;
   if ((o.model == ModelKind::lstm) != (o.dataset == DatasetKind::corpus))
     bad("the corpus dataset goes with the lstm model only");
@@ -333,7 +370,10 @@ comm::ExchangeConfig Options::exchange_config() const {
 
 std::string Options::describe() const {
   std::ostringstream os;
-  os << to_string(model) << " on " << to_string(dataset) << ", " << comm::to_string(strategy);
+  if (model == ModelKind::replay)
+    os << "replay of " << model_file << ", " << comm::to_string(strategy);
+  else
+    os << to_string(model) << " on " << to_string(dataset) << ", " << comm::to_string(strategy);
   if (strategy == comm::StrategyKind::powersgd) os << " rank " << powersgd_rank;
   else os << " / " << to_string(codec);
   if (is_quantized(codec)) os << " " << naming << " d=" << d << " " << to_string(norm);
@@ -355,6 +395,10 @@ std::string Options::to_json() const {
   j["teacher_samples"] = teacher_samples;
   j["lstm_hidden"] = lstm_hidden;
   j["lstm_seq"] = lstm_seq;
+  if (model == ModelKind::replay) {  // absent otherwise: earlier runs keep their hash
+    j["model_file"] = model_file;
+    j["replay_compute"] = replay_compute;
+  }
   j["batch_per_rank"] = batch;
   j["epochs"] = epochs;
   j["max_steps"] = max_steps;

@@ -33,12 +33,14 @@
 #include "qsgd/models/data/teacher.hpp"
 #include "qsgd/models/data/text_corpus.hpp"
 #include "qsgd/models/mlp.hpp"
+#include "qsgd/models/replay.hpp"
 #include "qsgd/models/sgd.hpp"
 #include "qsgd/support/option_values.hpp"
 #include "qsgd/train/checkpoint.hpp"
 #include "qsgd/train/feedback.hpp"
 #include "qsgd/train/step_gather.hpp"
 #include "qsgd/train/trace.hpp"
+#include "model_recorder.hpp"
 
 namespace qsgd::train {
 namespace {
@@ -77,13 +79,18 @@ struct Data {
   qm::LabeledDataset train, test;
   qm::TokenDataset train_tok, test_tok;
   bool tokens = false;
-  std::size_t train_size() const { return tokens ? train_tok.size() : train.size(); }
-  std::size_t test_size() const { return tokens ? test_tok.size() : test.size(); }
+  std::shared_ptr<const qm::ModelDescription> replay;  // --model replay: no data, the description's epoch
+  std::size_t train_size() const {
+    return replay ? replay->train_samples : tokens ? train_tok.size() : train.size();
+  }
+  std::size_t test_size() const { return replay ? 0 : tokens ? test_tok.size() : test.size(); }
 };
 
 Data load_data(const Options& o) {
   Data d;
-  if (o.dataset == DatasetKind::fashion_mnist) {
+  if (o.model == ModelKind::replay) {
+    d.replay = std::make_shared<const qm::ModelDescription>(qm::load_model_description(o.model_file));
+  } else if (o.dataset == DatasetKind::fashion_mnist) {
     const std::string dir = o.data_dir.empty() ? qm::default_fashion_mnist_dir() : o.data_dir;
     d.train = qm::load_fashion_mnist(dir, qm::Split::train);
     d.test = qm::load_fashion_mnist(dir, qm::Split::test);
@@ -107,6 +114,12 @@ Data load_data(const Options& o) {
 }
 
 std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d) {
+  if (o.model == ModelKind::replay) {
+    const qm::ReplayCompute c = o.replay_compute == "spin"    ? qm::ReplayCompute::spin
+                                : o.replay_compute == "sleep" ? qm::ReplayCompute::sleep
+                                                              : qm::default_compute(*d.replay);
+    return std::make_unique<qm::ReplayModel>(*d.replay, c, o.seed);
+  }
   if (o.model == ModelKind::mlp) {
     qm::MlpConfig c;
     c.widths = o.mlp_widths;
@@ -121,6 +134,18 @@ std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d) {
   c.hidden = o.lstm_hidden;
   c.seq_len = o.lstm_seq;
   return std::make_unique<qm::CharLstm>(c, o.seed);
+}
+
+// A replay runs at its description's batch (per rank): --batch may only repeat it.
+Options with_replay_batch(const Options& o) {
+  if (o.model != ModelKind::replay) return o;
+  Options r = o;
+  const std::size_t b = qm::load_model_description(o.model_file).batch;
+  if (o.batch_given && o.batch != b)
+    throw std::invalid_argument("--batch " + std::to_string(o.batch) + " differs from the batch of " + o.model_file +
+                                " (" + std::to_string(b) + "): a replay runs at its description's batch");
+  r.batch = b;
+  return r;
 }
 
 std::uint64_t params_hash(const qm::Model& m) {
@@ -232,6 +257,8 @@ struct Trainer::Impl {
   trace::StepRecord rec;
   StepGather gather;
   double hook_s = 0;  // exchange work the gradient hooks did inside backward
+  std::unique_ptr<ModelRecorder> recorder;  // --record-model
+  std::map<std::string, std::string> run_provenance;  // the description's provenance (--record-model)
   Kokkos::View<double*, Exec::memory_space> norm_work;  // fixed_order_sum's partial sums
   // Test hook: QSGD_TEST_CRASH_AFTER_STEP=N kills every rank right after
   // global step N (after any checkpoint due at N), as a job killed there would be.
@@ -284,15 +311,18 @@ struct Trainer::Impl {
                                   " samples is smaller than one batch of " + std::to_string(o.batch));
     steps_per_epoch = o.max_steps ? std::min(o.max_steps, shard_steps) : shard_steps;
     total_steps = steps_per_epoch * o.epochs;
-    sgd = std::make_unique<qm::Sgd>(model->store().params(), sgd_config(o, total_steps));
+    if (!replay()) sgd = std::make_unique<qm::Sgd>(model->store().params(), sgd_config(o, total_steps));
 
     cfg_json = o.to_json();
     run_hash = qc::fnv1a(cfg_json, static_cast<std::uint64_t>(K));
     if (o.resume) resume();
     open_trace(provenance);
+    run_provenance = provenance;
+    if (!o.record_model.empty()) recorder = std::make_unique<ModelRecorder>(*model, total_steps - 1);
     install_hook();
-    loader = data.tokens ? std::make_unique<qm::BatchLoader>(data.train_tok, o.batch)
-                         : std::make_unique<qm::BatchLoader>(data.train, o.batch);
+    if (!replay())
+      loader = data.tokens ? std::make_unique<qm::BatchLoader>(data.train_tok, o.batch)
+                           : std::make_unique<qm::BatchLoader>(data.train, o.batch);
     const char* crash_env = std::getenv("QSGD_TEST_CRASH_AFTER_STEP");
     crash_after = crash_env && *crash_env ? support::parse_count("QSGD_TEST_CRASH_AFTER_STEP", crash_env) : 0;
     parse_rank_step("QSGD_TEST_NAN_LOSS", nan_rank, nan_step);
@@ -301,6 +331,8 @@ struct Trainer::Impl {
       std::fprintf(stderr, "qsgd-train: %s, K=%d, %zu parameters, %zu steps/epoch, %zu epochs, %zu buckets\n",
                    o.describe().c_str(), K, P, steps_per_epoch, o.epochs, bucketer->buckets().size());
   }
+
+  bool replay() const { return data.replay != nullptr; }
 
   // Error feedback's state over the tensors of compressed buckets, with
   // C = Q / B (B: the quantizer's second-moment bound at the bucket size, or
@@ -418,6 +450,25 @@ struct Trainer::Impl {
     return out;
   }
 
+  // The trace's replay attribute: what was replayed and how; accuracy is not measured.
+  std::string replay_json() const {
+    const auto& m = static_cast<const qm::ReplayModel&>(*model);
+    const qm::ModelDescription& d = m.description();
+    nlohmann::json j = {{"model_file", o.model_file},
+                        {"model", d.model},
+                        {"batch", d.batch},
+                        {"times_source", d.times_source},
+                        {"device", d.device},
+                        {"device_name", d.device_name},
+                        {"gradients_source", d.gradients_source},
+                        {"compute", qm::to_string(m.compute())},
+                        {"forward_s", d.forward_s},
+                        {"backward_s", d.backward_s},
+                        {"optimizer_s", d.optimizer_s},
+                        {"accuracy", "not measured: replay emulates compute and trains nothing"}};
+    return j.dump();
+  }
+
   void open_trace(const std::map<std::string, std::string>& provenance) {
     // Collective: every rank takes part.
     const auto host_list = comm.host_names({"host name allgather", "qsgd-train"});
@@ -441,6 +492,7 @@ struct Trainer::Impl {
     a["bucket_plan"] = bucket_plan_json(bucketer->buckets());
     a["link_rate"] = std::getenv("QSGD_NETLAB_RATE") ? std::getenv("QSGD_NETLAB_RATE") : "local";
     a["label"] = o.label;
+    if (replay()) a["replay"] = replay_json();
     trace = std::make_unique<trace::TraceWriter>(o.trace, K, a, o.resume);
     trace->truncate(static_cast<std::int64_t>(step), static_cast<std::int32_t>(start_epoch));
   }
@@ -451,6 +503,7 @@ struct Trainer::Impl {
   void install_hook() {
     const auto synthetic = std::chrono::microseconds(static_cast<long long>(o.synthetic_backward_ms * 1e3));
     model->set_grad_ready_hook([this, synthetic](std::size_t t) {
+      if (recorder) recorder->on_ready(*model, t, hook_s);
       if (o.overlap) {
         const auto t0 = Clock::now();
         push(t);
@@ -554,6 +607,11 @@ struct Trainer::Impl {
   // Returns the gradient's coordinates that are NaN or infinite (counted by
   // the update's own kernel, Sgd::step).
   std::size_t update() {
+    if (replay()) {  // the described optimizer time; replay runs no optimizer
+      rec.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      static_cast<qm::ReplayModel&>(*model).optimizer_step();
+      return 0;
+    }
     const auto& g = model->store().grads();
     if (!(o.clip_norm > 0)) {
       rec.grad_norm = std::numeric_limits<double>::quiet_NaN();
@@ -607,11 +665,17 @@ struct Trainer::Impl {
     rec = {};
     rec.step = static_cast<std::int64_t>(step);
     rec.epoch = static_cast<std::int32_t>(epoch);
-    const qm::Batch* batch;
+    static const qm::Batch no_data;  // replay reads none
+    const qm::Batch* batch = &no_data;
+    const auto t_load = Clock::now();
     {
       qsgd::prof::Scope r("data/load");
-      batch = &loader->load(sampler.batch(b, o.batch), o.batch);
+      if (replay())
+        static_cast<qm::ReplayModel&>(*model).load();
+      else
+        batch = &loader->load(sampler.batch(b, o.batch), o.batch);
     }
+    const double load_s = seconds_since(t_load);
     model->zero_grad();
     auto t0 = Clock::now();
     {
@@ -624,6 +688,7 @@ struct Trainer::Impl {
     if (rank == nan_rank && step == nan_step) rec.loss = std::numeric_limits<double>::quiet_NaN();
     bucketer->begin_step(step);
     hook_s = 0;
+    if (recorder) recorder->begin_backward(step);
     t0 = Clock::now();
     {
       qsgd::prof::Scope r("model/backward");
@@ -646,6 +711,7 @@ struct Trainer::Impl {
       grad_non_finite = update();
     }
     rec.update = seconds_since(t0);
+    if (recorder) recorder->end_step(load_s, rec.forward, rec.backward, rec.update);
     check_step(grad_non_finite);
     rec.step_time = seconds_since(t_step);
     gather.add_step(rec, step, trace.get());
@@ -653,6 +719,10 @@ struct Trainer::Impl {
 
   // Test-set evaluation, recorded with the training time so far.
   std::pair<double, double> eval_now(std::uint64_t epoch) {
+    if (replay()) {  // no accuracy to measure: no evaluation record
+      last_eval_step = static_cast<std::int64_t>(step);
+      return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+    }
     double tt = train_time;
     comm.allreduce_max(&tt, 1, at("training time allreduce", step));
     const auto [test_loss, test_acc] = evaluate(*model, data, comm, o.batch, o.eval_limit, step);
@@ -721,11 +791,16 @@ struct Trainer::Impl {
       e.steps = static_cast<std::int64_t>(steps);
       trace->add_epoch(e);
     }
-    if (rank == 0 && !o.quiet)
+    if (rank == 0 && !o.quiet) {
+      if (replay())
+        std::fprintf(stderr, "%sepoch %llu: %.2f s (replay: no loss or accuracy)\n", interactive ? "\n" : "",
+                     static_cast<unsigned long long>(epoch), epoch_time);
+      else
       std::fprintf(stderr, "%sepoch %llu: %.2f s, train loss %.4f, test loss %.4f, test accuracy %.4f%s\n",
                    interactive ? "\n" : "", static_cast<unsigned long long>(epoch), epoch_time,
                    mean_loss[1] > 0 ? mean_loss[0] / mean_loss[1] : 0, test_loss, test_acc,
                    reached ? " (target reached)" : "");
+    }
     checkpoint(epoch + 1, 0);
   }
 
@@ -756,6 +831,9 @@ struct Trainer::Impl {
   void finish() {
     if (capturing) end_capture();  // the run ended inside the window
     check_replicas();
+    if (recorder && rank == 0)
+      qm::save_model_description(recorder->describe(model->name(), o.batch, data.train_size(), run_provenance),
+                                 o.record_model);
     if (!trace) return;
     trace->set_attribute("target_reached", reached ? "true" : "false");
     char hex[32];
@@ -783,7 +861,7 @@ struct Trainer::Impl {
 
 Trainer::Trainer(const Options& o, const comm::Communicator& world,
                  const std::map<std::string, std::string>& provenance)
-    : impl_(std::make_unique<Impl>(o, world, provenance)) {}
+    : impl_(std::make_unique<Impl>(with_replay_batch(o), world, provenance)) {}
 
 Trainer::~Trainer() = default;
 

@@ -14,8 +14,8 @@
 
 namespace qsgd::train {
 
-enum class ModelKind { mlp, cnn, lstm };
-enum class DatasetKind { fashion_mnist, teacher, corpus };
+enum class ModelKind { mlp, cnn, lstm, replay };
+enum class DatasetKind { fashion_mnist, teacher, corpus, none };  // none: replay reads no data
 
 // Names as the command line and the trace's configuration write them
 // ("mlp", "fashion-mnist", "cosine"); parse_* throw std::invalid_argument
@@ -38,6 +38,15 @@ struct Options {
   std::string data_dir;               // default: the Debian package's directory
   std::size_t teacher_samples = 8192;
   std::size_t lstm_hidden = 128, lstm_seq = 64;
+  // --model replay: the model description to replay (docs/replay.md), and
+  // how its compute is emulated: auto (sleep for a GPU's times, spin for a
+  // CPU's), spin or sleep.
+  std::string model_file;
+  std::string replay_compute = "auto";
+  // --record-model FILE: write the description of this run's model from its
+  // measured steps (rank 0; not with replay).
+  std::string record_model;
+  bool batch_given = false;  // --batch on the command line (replay takes the description's otherwise)
   // Optimization.
   std::size_t batch = 128;            // per rank
   std::size_t epochs = 1;
