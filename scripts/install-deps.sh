@@ -46,7 +46,7 @@ if [ "$want_python" = 1 ]; then
   pkgs+=(python3-numpy python3-h5py python3-matplotlib)
 fi
 if [ "$want_torch" = 1 ]; then
-  pkgs+=(python3-torch python3-numpy)
+  pkgs+=(python3-torch python3-torchvision python3-numpy)
 fi
 if [ "$want_cuda" = 1 ]; then
   pkgs+=(nvidia-cuda-toolkit g++-11 dpkg-dev)

@@ -315,8 +315,10 @@ void ReplayModel::backward() {
   const auto t0 = Clock::now();
   Clock::duration hooks{0};
   for (std::size_t t = 0; t < d_.tensors.size(); ++t) {
+    const auto f0 = Clock::now();
     fill(t);
     Kokkos::fence();
+    fill_s_ += std::chrono::duration<double>(Clock::now() - f0).count();
     emulate_until(compute_, t0 + secs(d_.tensors[t].ready_s) + (compute_ == ReplayCompute::spin ? hooks : Clock::duration{0}));
     const auto h0 = Clock::now();
     store_.grads_ready({d_.tensors.size() - 1 - t});  // declaration handle of tensor t

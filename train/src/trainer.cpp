@@ -835,6 +835,11 @@ struct Trainer::Impl {
       qm::save_model_description(recorder->describe(model->name(), o.batch, data.train_size(), run_provenance),
                                  o.record_model);
     if (!trace) return;
+    if (replay()) {  // what writing the gradients cost inside the emulated backward
+      const auto& m = static_cast<const qm::ReplayModel&>(*model);
+      trace->set_attribute("replay_fill_ms_per_step",
+                           std::to_string(m.steps() ? 1e3 * m.fill_seconds() / static_cast<double>(m.steps()) : 0.0));
+    }
     trace->set_attribute("target_reached", reached ? "true" : "false");
     char hex[32];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(*model)));

@@ -83,6 +83,10 @@ class ReplayModel final : public Model {
   // The described optimizer time (replay runs no optimizer).
   void optimizer_step();
   const ModelDescription& description() const { return d_; }
+  // Seconds spent writing gradients (a host copy of 4 bytes per parameter
+  // where the build's memory is the host's), over backward() calls so far.
+  double fill_seconds() const { return fill_s_; }
+  std::uint64_t steps() const { return steps_; }
   ReplayCompute compute() const { return compute_; }
 
  private:
@@ -91,6 +95,7 @@ class ReplayModel final : public Model {
   ReplayCompute compute_;
   std::vector<Kokkos::View<float*, MemSpace>> pools_;  // per tensor: values drawn from its distribution
   std::uint64_t steps_ = 0;
+  double fill_s_ = 0;
 };
 
 }  // namespace qsgd::models
