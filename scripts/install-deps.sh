@@ -5,7 +5,7 @@
 #
 #   scripts/install-deps.sh            core build + tests (Kokkos Serial, MPI, HDF5, ...)
 #   scripts/install-deps.sh --python   also the Python stack used by summaries and plots
-#   scripts/install-deps.sh --torch    also PyTorch (the MLP-step yardstick, benchmarks/models)
+#   scripts/install-deps.sh --torch    also PyTorch and torchvision (the MLP-step yardstick, the DDP peer, the model describer)
 #   scripts/install-deps.sh --cuda     also what the CUDA build needs (non-free)
 #   scripts/install-deps.sh --slurm    also Slurm and munge (slurm/, tests/slurm);
 #                                    their services are not started

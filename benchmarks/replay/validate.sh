@@ -48,7 +48,7 @@ train="$build/benchmarks/qsgd-train"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$out"
 { echo "benchmarks/replay/validate.sh $out --link $links --ranks $ranks --max-steps $steps --mlp-widths $widths --build $build"
-  echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"; echo "git $(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+  echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"; echo "git $(git -C "$root" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)"
 } > "$out/COMMAND"
 "$root/benchmarks/report/machine-info" > "$out/machine.json" 2>/dev/null || true
 common=(--mlp-widths "$widths" --batch 128 --max-steps "$steps" --quiet)

@@ -204,6 +204,9 @@ for t in "${tables[@]}"; do
       fresh "$t"
       benchmarks/model/qsgd-model project benchmarks/model/params/h200-cluster.json --json "$ref/$t/projection.json" \
         --heatmap "$ref/$t/heatmap.png" > "$ref/$t/projection.txt" ;;
+    replay-validation)
+      rm -rf "${ref:?}/$t"
+      benchmarks/replay/validate.sh "$ref/$t" --build "$root/build/release" ;;   # writes its own COMMAND and machine.json
     tta)
       fresh "$t"
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;

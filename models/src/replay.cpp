@@ -276,8 +276,7 @@ ReplayModel::ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_
     : d_(std::move(d)), compute_(compute) {
   // Declared in forward order, so that tensors() lists them as described (backward order).
   for (auto it = d_.tensors.rbegin(); it != d_.tensors.rend(); ++it) store_.declare(it->name, it->shape, 0.0);
-  store_.finalize();
-  init(seed);
+  store_.finalize();  // parameters stay zero: replay runs no model and no optimizer
   for (std::size_t t = 0; t < d_.tensors.size(); ++t) {
     const DescribedTensor& dt = d_.tensors[t];
     const std::size_t m = std::min(dt.size, max_pool);

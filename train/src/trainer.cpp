@@ -640,7 +640,7 @@ struct Trainer::Impl {
   // others post the step record's gather. The update has then already taken
   // the values in: the run ends before a checkpoint could keep them.
   void check_step(std::size_t grad_non_finite) {
-    double bad[2] = {std::isfinite(rec.loss) ? 0.0 : static_cast<double>(K - rank),
+    double bad[2] = {std::isfinite(rec.loss) || replay() ? 0.0 : static_cast<double>(K - rank),
                      grad_non_finite == 0 ? 0.0 : static_cast<double>(K - rank)};
     comm.allreduce_max(bad, 2, at("loss and gradient check allreduce", step));
     if (bad[0] > 0)
@@ -684,7 +684,7 @@ struct Trainer::Impl {
       Kokkos::fence();
     }
     rec.forward = seconds_since(t0);
-    rec.loss = model->loss();
+    rec.loss = replay() ? std::numeric_limits<double>::quiet_NaN() : model->loss();  // NaN: not measured
     if (rank == nan_rank && step == nan_step) rec.loss = std::numeric_limits<double>::quiet_NaN();
     bucketer->begin_step(step);
     hook_s = 0;

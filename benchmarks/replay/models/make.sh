@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) echo "make.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-describe() { "$here/../describe-model" --flops-rate "$rate" --mem-bandwidth "$mem" "$@"; }
+describe() { "$here/../describe-model" --device cuda --flops-rate "$rate" --mem-bandwidth "$mem" "$@"; }
 describe --model resnet50 --batch 128 --out "$here/resnet50.json"
 describe --model vit_b_16 --batch 64 --out "$here/vit_b_16.json"
 describe --model bert-base --batch 32 --seq-len 128 --out "$here/bert-base.json"

@@ -550,7 +550,7 @@ class ExchangeBase : public Exchange<ExecSpace>,
     qsgd::comm::detail::set_meta(op_id(op), m, words);
     const FaultInjection& f = cfg_.fault;
     if (stage != 0 && f.part == FaultInjection::Part::meta && fault_targets(op) && f.stage == stage)
-      m[f.word % meta_words] ^= std::uint64_t{1} << f.bit;
+      m[f.word < 0 ? 0 : static_cast<std::size_t>(f.word) % meta_words] ^= std::uint64_t{1} << f.bit;
   }
 
   // Checks a peer's metadata (check_meta, framing.hpp): intact, the same
