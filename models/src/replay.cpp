@@ -115,17 +115,39 @@ DescribedTensor parse_tensor(const std::string& path, const json& t, std::size_t
   return d;
 }
 
+// times.spread's list for one phase: at most 256 nondecreasing factors in 0..1000.
+std::vector<double> parse_spread(const std::string& path, const json& sp, const char* phase) {
+  std::vector<double> out;
+  if (!sp.contains(phase)) return out;
+  const json& q = sp.at(phase);
+  if (!q.is_array() || q.size() > max_quantiles) bad(path, std::string("times.spread: '") + phase + "' is not an array of at most 256");
+  double prev = 0;
+  for (const json& v : q) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < prev || v.get<double>() > 1000)
+      bad(path, std::string("times.spread: '") + phase + "' must be finite, nondecreasing and in 0..1000");
+    prev = v.get<double>();
+    out.push_back(prev);
+  }
+  return out;
+}
+
+// The value at probability u of quantiles at (k + 0.5) / Q: piecewise linear
+// between them, flat beyond.
+double quantile_at(const std::vector<double>& q, double u) {
+  const std::size_t Q = q.size();
+  const double x = u * static_cast<double>(Q) - 0.5;
+  if (x <= 0) return q.front();
+  const auto k = static_cast<std::size_t>(x);
+  if (k + 1 >= Q) return q.back();
+  const double f = x - static_cast<double>(k);
+  return q[k] + f * (q[k + 1] - q[k]);
+}
+
 // |g| / std at probability u from the tensor's quantiles (piecewise linear
 // between the midpoints (k + 0.5) / Q, flat beyond), or a normal's.
 double abs_value(const DescribedTensor& t, double u, std::mt19937_64& g) {
   if (t.abs_quantiles.empty()) return std::fabs(detail::normal01(g));
-  const std::size_t Q = t.abs_quantiles.size();
-  const double x = u * static_cast<double>(Q) - 0.5;
-  if (x <= 0) return t.abs_quantiles.front();
-  const auto k = static_cast<std::size_t>(x);
-  if (k + 1 >= Q) return t.abs_quantiles.back();
-  const double f = x - static_cast<double>(k);
-  return t.abs_quantiles[k] + f * (t.abs_quantiles[k + 1] - t.abs_quantiles[k]);
+  return quantile_at(t.abs_quantiles, u);
 }
 
 void emulate_for(ReplayCompute c, Clock::duration d) {
@@ -203,6 +225,13 @@ ModelDescription load_model_description(const std::string& path) {
   d.backward_s = time_field(path, times, "backward_s", "times: ");
   d.optimizer_s = time_field(path, times, "optimizer_s", "times: ");
   if (times.contains("data_s")) d.data_s = time_field(path, times, "data_s", "times: ");
+  if (times.contains("spread")) {
+    const json& sp = times.at("spread");
+    if (!sp.is_object()) bad(path, "times: 'spread' is not an object");
+    d.forward_spread = parse_spread(path, sp, "forward");
+    d.backward_spread = parse_spread(path, sp, "backward");
+    d.optimizer_spread = parse_spread(path, sp, "optimizer");
+  }
   d.gradients_source = string_field(path, field(path, j, "gradients", ""), "source", "gradients: ");
   const json& ts = field(path, j, "tensors", "");
   if (!ts.is_array() || ts.empty() || ts.size() > max_tensors) bad(path, "'tensors' is not an array of 1 to 2^20 tensors");
@@ -236,6 +265,13 @@ void save_model_description(const ModelDescription& d, const std::string& path) 
                 {"forward_s", d.forward_s},   {"backward_s", d.backward_s}, {"optimizer_s", d.optimizer_s},
                 {"data_s", d.data_s}};
   if (d.times_source == "flops") times["flops_rate"] = d.flops_rate;
+  if (!d.forward_spread.empty() || !d.backward_spread.empty() || !d.optimizer_spread.empty()) {
+    json sp = json::object();
+    if (!d.forward_spread.empty()) sp["forward"] = d.forward_spread;
+    if (!d.backward_spread.empty()) sp["backward"] = d.backward_spread;
+    if (!d.optimizer_spread.empty()) sp["optimizer"] = d.optimizer_spread;
+    times["spread"] = sp;
+  }
   j["times"] = times;
   j["gradients"] = {{"source", d.gradients_source}};
   json ts = json::array();
@@ -272,8 +308,8 @@ ReplayCompute default_compute(const ModelDescription& d) {
   return d.device == "cuda" ? ReplayCompute::sleep : ReplayCompute::spin;
 }
 
-ReplayModel::ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_t seed)
-    : d_(std::move(d)), compute_(compute) {
+ReplayModel::ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_t seed, std::uint64_t stream)
+    : d_(std::move(d)), compute_(compute), seed_(seed), stream_(stream) {
   // Declared in forward order, so that tensors() lists them as described (backward order).
   for (auto it = d_.tensors.rbegin(); it != d_.tensors.rend(); ++it) store_.declare(it->name, it->shape, 0.0);
   store_.finalize();  // parameters stay zero: replay runs no model and no optimizer
@@ -295,10 +331,19 @@ ReplayModel::ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_
 
 std::string ReplayModel::name() const { return "replay " + d_.model; }
 
+// This step's factor of a phase (0 forward, 1 backward, 2 optimizer): drawn
+// from the phase's spread by this rank's stream, 1 without a spread.
+double ReplayModel::factor(const std::vector<double>& spread, int phase) const {
+  if (spread.empty()) return 1.0;
+  std::mt19937_64 g(seed_ * 0x9E3779B97F4A7C15ull ^ (stream_ + 1) * 0xC2B2AE3D27D4EB4Full ^
+                    (steps_ * 3 + static_cast<std::uint64_t>(phase) + 1) * 0x165667B19E3779F9ull);
+  return quantile_at(spread, detail::uniform01(g));
+}
+
 void ReplayModel::load() { emulate_for(ReplayCompute::spin, secs(d_.data_s)); }
 
 void ReplayModel::forward(const Batch&) {
-  emulate_for(compute_, secs(d_.forward_s));
+  emulate_for(compute_, secs(d_.forward_s * factor(d_.forward_spread, 0)));
   stats_ = LossStats{};  // no loss: replay measures no accuracy
 }
 
@@ -311,6 +356,7 @@ void ReplayModel::fill(std::size_t t) {
 // (on a CPU, exchange work in a hook delays the rest of backward), with
 // sleep not (a GPU computes on while the host runs the hooks).
 void ReplayModel::backward() {
+  const double f = factor(d_.backward_spread, 1);  // every gradient's time scales alike
   const auto t0 = Clock::now();
   Clock::duration hooks{0};
   for (std::size_t t = 0; t < d_.tensors.size(); ++t) {
@@ -318,15 +364,18 @@ void ReplayModel::backward() {
     fill(t);
     Kokkos::fence();
     fill_s_ += std::chrono::duration<double>(Clock::now() - f0).count();
-    emulate_until(compute_, t0 + secs(d_.tensors[t].ready_s) + (compute_ == ReplayCompute::spin ? hooks : Clock::duration{0}));
+    emulate_until(compute_,
+                  t0 + secs(f * d_.tensors[t].ready_s) + (compute_ == ReplayCompute::spin ? hooks : Clock::duration{0}));
     const auto h0 = Clock::now();
     store_.grads_ready({d_.tensors.size() - 1 - t});  // declaration handle of tensor t
     hooks += Clock::now() - h0;
   }
-  emulate_until(compute_, t0 + secs(d_.backward_s) + (compute_ == ReplayCompute::spin ? hooks : Clock::duration{0}));
+  emulate_until(compute_, t0 + secs(f * d_.backward_s) + (compute_ == ReplayCompute::spin ? hooks : Clock::duration{0}));
   ++steps_;
 }
 
-void ReplayModel::optimizer_step() { emulate_for(compute_, secs(d_.optimizer_s)); }
+void ReplayModel::optimizer_step() {
+  emulate_for(compute_, secs(d_.optimizer_s * factor(d_.optimizer_spread, 2)));
+}
 
 }  // namespace qsgd::models

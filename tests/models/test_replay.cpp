@@ -40,6 +40,7 @@ ModelDescription three_tensors() {
   d.backward_s = 0.012;
   d.optimizer_s = 0.001;
   d.data_s = 0.0005;
+  d.backward_spread = {0.9, 1.0, 1.0, 1.3};
   d.gradients_source = "normal";
   d.tensors = {{"fc2.bias", {10}, 10, 0.002, 0.1, {}},
                {"fc2.weight", {10, 300}, 3000, 0.004, 0.01, {0.1, 0.5, 1.0, 2.0}},
@@ -62,6 +63,8 @@ TEST(Replay, DescriptionRoundTrips) {
   EXPECT_EQ(r.backward_s, d.backward_s);
   EXPECT_EQ(r.optimizer_s, d.optimizer_s);
   EXPECT_EQ(r.data_s, d.data_s);
+  EXPECT_EQ(r.backward_spread, d.backward_spread);
+  EXPECT_TRUE(r.forward_spread.empty());
   ASSERT_EQ(r.tensors.size(), 3u);
   EXPECT_EQ(r.parameters(), 10u + 3000u + 235200u);
   EXPECT_EQ(r.tensors[1].shape, (std::vector<std::size_t>{10, 300}));
@@ -103,6 +106,9 @@ TEST(Replay, BrokenDescriptionsNameTheFileAndTheField) {
       {doc(times, R"([{"name": "w", "shape": [3], "ready_s": 0.001, "grad_std": 0.1, "abs_quantiles": [1, 0.5]}])"),
        "'abs_quantiles' must be finite, nondecreasing"},
       {doc(times, R"([{"name": "w", "shape": [3], "ready_s": 0.001}])"), "tensor 0 (w): has no 'grad_std'"},
+      {doc(R"({"source": "measured", "device": "cpu", "device_name": "x", "forward_s": 0.001, "backward_s": 0.002,
+              "optimizer_s": 0, "spread": {"backward": [1.2, 0.8]}})", "[" + good_tensor + "]"),
+       "times.spread: 'backward' must be finite, nondecreasing"},
   };
   for (const Case& c : cases) {
     {
@@ -126,8 +132,10 @@ TEST(Replay, BrokenDescriptionsNameTheFileAndTheField) {
 // slow hook delays the next gradient by its own time (CPU compute and hook
 // work share the core), with sleep not beyond the described time.
 TEST(Replay, HooksComeInOrderAndNotBeforeTheirTimes) {
+  ModelDescription d = three_tensors();
+  d.backward_spread.clear();  // the described times exactly
   for (ReplayCompute c : {ReplayCompute::spin, ReplayCompute::sleep}) {
-    ReplayModel m(three_tensors(), c, 1);
+    ReplayModel m(d, c, 1);
     ASSERT_EQ(m.tensors().size(), 3u);
     EXPECT_EQ(m.tensors()[0].name, "fc2.bias");
     EXPECT_EQ(m.tensors()[2].name, "fc1.weight");
@@ -153,6 +161,27 @@ TEST(Replay, HooksComeInOrderAndNotBeforeTheirTimes) {
       EXPECT_GE(total, 0.012);
     }
   }
+}
+
+// A phase's spread scales each step's time: a constant factor of 3 makes
+// forward and backward last at least 3x their medians (lower bounds only).
+TEST(Replay, TheSpreadScalesEachStepsPhases) {
+  ModelDescription d = three_tensors();
+  d.forward_spread = {3.0, 3.0};
+  d.backward_spread = {3.0, 3.0, 3.0};
+  ReplayModel m(d, ReplayCompute::sleep, 1, 2);
+  std::vector<double> at;
+  const auto t0 = Clock::now();
+  m.forward(Batch{});
+  const double fwd = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_GE(fwd, 3 * 0.002);
+  m.set_grad_ready_hook([&](std::size_t) { at.push_back(std::chrono::duration<double>(Clock::now() - t0).count()); });
+  const auto t1 = Clock::now();
+  m.backward();
+  const double bwd = std::chrono::duration<double>(Clock::now() - t1).count();
+  EXPECT_GE(bwd, 3 * 0.012);
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_GE(at[2] - fwd, 3 * 0.008);
 }
 
 TEST(Replay, GradientsFollowTheDescribedScaleAndQuantiles) {

@@ -16,6 +16,23 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Each step's time over the median, at probabilities (k + 0.5) / Q.
+std::vector<double> spread(const std::vector<double>& v) {
+  const double m = median(v);
+  if (v.size() < 2 || !(m > 0)) return {};
+  std::vector<double> r;
+  for (double x : v) r.push_back(x / m);
+  std::sort(r.begin(), r.end());
+  std::vector<double> q;
+  for (std::size_t k = 0; k < ModelRecorder::quantiles; ++k) {
+    const double at = (static_cast<double>(k) + 0.5) / ModelRecorder::quantiles * static_cast<double>(r.size() - 1);
+    const auto i = static_cast<std::size_t>(at);
+    const double f = at - static_cast<double>(i);
+    q.push_back(i + 1 < r.size() ? r[i] + f * (r[i + 1] - r[i]) : r.back());
+  }
+  return q;
+}
+
 }  // namespace
 
 ModelRecorder::ModelRecorder(const models::Model& model, std::uint64_t stats_step) : stats_step_(stats_step) {
@@ -84,6 +101,9 @@ models::ModelDescription ModelRecorder::describe(const std::string& model_name, 
   const auto cpu = provenance.find("cpu_model");
   d.device_name = d.device == "cpu" && cpu != provenance.end() ? cpu->second : Kokkos::DefaultExecutionSpace::name();
   d.data_s = median(data_);
+  d.forward_spread = spread(forward_);
+  d.backward_spread = spread(backward_);
+  d.optimizer_spread = spread(update_);
   d.forward_s = median(forward_);
   d.optimizer_s = median(update_);
   d.gradients_source = "recorded";

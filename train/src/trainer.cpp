@@ -113,12 +113,12 @@ Data load_data(const Options& o) {
   return d;
 }
 
-std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d) {
+std::unique_ptr<qm::Model> make_model(const Options& o, const Data& d, int rank) {
   if (o.model == ModelKind::replay) {
     const qm::ReplayCompute c = o.replay_compute == "spin"    ? qm::ReplayCompute::spin
                                 : o.replay_compute == "sleep" ? qm::ReplayCompute::sleep
                                                               : qm::default_compute(*d.replay);
-    return std::make_unique<qm::ReplayModel>(*d.replay, c, o.seed);
+    return std::make_unique<qm::ReplayModel>(*d.replay, c, o.seed, static_cast<std::uint64_t>(rank));
   }
   if (o.model == ModelKind::mlp) {
     qm::MlpConfig c;
@@ -292,7 +292,7 @@ struct Trainer::Impl {
         K(comm.size()),
         interactive(!opts.quiet && comm.rank() == 0 && isatty(fileno(stderr))),
         data(load_data(opts)),
-        model(make_model(opts, data)),
+        model(make_model(opts, data, comm.rank())),
         P(model->num_parameters()),
         compressed(qc::make_exchange(opts.exchange_config(), comm)),
         dense(qc::make_exchange(dense_config(), comm)),

@@ -53,6 +53,11 @@ struct ModelDescription {
   double flops_rate = 0;  // FLOP/s where times_source is "flops"
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   double data_s = 0;  // host time per step to load a batch (0: none described)
+  // Step-to-step variation (optional, empty: none): each phase's time in a
+  // step over its median, at probabilities (k + 0.5) / Q (nondecreasing).
+  // Replay draws each step's factor per rank, so ranks reach the exchanges
+  // apart as real ones do.
+  std::vector<double> forward_spread, backward_spread, optimizer_spread;
   std::string gradients_source;        // "recorded" (from real gradients) or "normal"
   std::vector<DescribedTensor> tensors;  // backward order
   std::vector<std::pair<std::string, std::string>> provenance;  // tool, versions, command
@@ -75,7 +80,8 @@ ReplayCompute default_compute(const ModelDescription& d);
 
 class ReplayModel final : public Model {
  public:
-  ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_t seed);
+  // stream: this rank's draws of the step-to-step variation (its rank).
+  ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_t seed, std::uint64_t stream = 0);
   std::string name() const override;
   void load();                                // the described data-loading time, spinning (host work)
   void forward(const Batch& batch) override;  // the batch is not read
@@ -94,6 +100,8 @@ class ReplayModel final : public Model {
   ModelDescription d_;
   ReplayCompute compute_;
   std::vector<Kokkos::View<float*, MemSpace>> pools_;  // per tensor: values drawn from its distribution
+  double factor(const std::vector<double>& spread, int phase) const;
+  std::uint64_t seed_, stream_;
   std::uint64_t steps_ = 0;
   double fill_s_ = 0;
 };
