@@ -7,12 +7,6 @@ set -uo pipefail
 mpirun=$1 train=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-expect() {  # expect CODE PATTERN CMD...
-  local code=$1 pat=$2; shift 2
-  out=$("$@" 2>&1); rc=$?
-  [ "$rc" = "$code" ] || fail "exit $rc (expected $code) from: $* :: $out"
-  grep -q -- "$pat" <<< "$out" || fail "message lacks '$pat': $out"
-}
 # Every refusal of the command line and its message: test_units.cpp
 # (train.Options.*). Here the program's side: exit status 2 and the message,
 # launched alone (MPI's singleton start) and under mpirun.

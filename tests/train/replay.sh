@@ -10,12 +10,6 @@ set -uo pipefail
 mpirun=$1 train=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-expect() {  # expect CODE PATTERN CMD...
-  local code=$1 pat=$2; shift 2
-  out=$("$@" 2>&1); rc=$?
-  [ "$rc" = "$code" ] || fail "exit $rc (expected $code) from: $* :: $out"
-  grep -q -- "$pat" <<< "$out" || fail "message lacks '$pat': $out"
-}
 "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 12 --record-model "$dir/tiny.json" --trace "$dir/real.h5" ||
   fail "recording run failed"
 /usr/bin/python3 - "$dir/tiny.json" <<'PY' || fail "the description is not what the run was"
