@@ -54,7 +54,13 @@
 #                     results/reference/model --signs (~15 min; after the model table)
 #     model-projection  qsgd-model project on benchmarks/model/params/h200-cluster.json: the
 #                     projection (JSON, text) and its heat map (PNG) (~5 s)
-#   (default: all but tta, accuracy, feedback and powersgd)
+#     replay-validation  replay against real training: the MLP's real runs and the replays of
+#                     their own descriptions, back to back (benchmarks/replay/validate.sh) (~15 min)
+#     replay-models   ResNet-50, ViT-B/16, BERT-base and BERT-large replayed from their bundled
+#                     descriptions: shared memory and 1 Gbit/s at K = 2 and 4, 10 Gbit/s at K = 2;
+#                     fp32 ring, bf16, 4- and 2-bit QSGD, rANS, PowerSGD r = 4, with the links'
+#                     ceilings (benchmarks/replay/results.sh) (~1 h)
+#   (default: all but tta, accuracy, feedback, powersgd and the replay tables)
 # Needs root (network namespaces), the release build and PyTorch
 # (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
 # the numbers are timings.
@@ -207,6 +213,9 @@ for t in "${tables[@]}"; do
     replay-validation)
       rm -rf "${ref:?}/$t"
       benchmarks/replay/validate.sh "$ref/$t" --build "$root/build/release" ;;   # writes its own COMMAND and machine.json
+    replay-models)
+      fresh "$t"
+      benchmarks/replay/results.sh "$ref/$t" --build "$root/build/release" ;;
     tta)
       fresh "$t"
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;
