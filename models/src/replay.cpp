@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "qsgd/models/detail/host_rng.hpp"
 #include "qsgd/models/error.hpp"
@@ -115,16 +116,19 @@ DescribedTensor parse_tensor(const std::string& path, const json& t, std::size_t
   return d;
 }
 
-// times.spread's list for one phase: at most 256 nondecreasing factors in 0..1000.
-std::vector<double> parse_spread(const std::string& path, const json& sp, const char* phase) {
+// times.spread's (or times.rank_spread's: key) list for one phase: at most
+// 256 nondecreasing factors in 0..1000.
+std::vector<double> parse_spread(const std::string& path, const json& sp, const char* phase,
+                                 const char* key = "spread") {
   std::vector<double> out;
   if (!sp.contains(phase)) return out;
   const json& q = sp.at(phase);
-  if (!q.is_array() || q.size() > max_quantiles) bad(path, std::string("times.spread: '") + phase + "' is not an array of at most 256");
+  const std::string where = std::string("times.") + key + ": '" + phase + "'";
+  if (!q.is_array() || q.size() > max_quantiles) bad(path, where + " is not an array of at most 256");
   double prev = 0;
   for (const json& v : q) {
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < prev || v.get<double>() > 1000)
-      bad(path, std::string("times.spread: '") + phase + "' must be finite, nondecreasing and in 0..1000");
+      bad(path, where + " must be finite, nondecreasing and in 0..1000");
     prev = v.get<double>();
     out.push_back(prev);
   }
@@ -232,6 +236,20 @@ ModelDescription load_model_description(const std::string& path) {
     d.backward_spread = parse_spread(path, sp, "backward");
     d.optimizer_spread = parse_spread(path, sp, "optimizer");
   }
+  if (times.contains("rank_spread")) {
+    const json& sp = times.at("rank_spread");
+    if (!sp.is_object()) bad(path, "times: 'rank_spread' is not an object");
+    d.forward_rank_spread = parse_spread(path, sp, "forward", "rank_spread");
+    d.backward_rank_spread = parse_spread(path, sp, "backward", "rank_spread");
+    d.optimizer_rank_spread = parse_spread(path, sp, "optimizer", "rank_spread");
+    for (const auto& [phase, common, own] :
+         {std::tuple{"forward", &d.forward_spread, &d.forward_rank_spread},
+          std::tuple{"backward", &d.backward_spread, &d.backward_rank_spread},
+          std::tuple{"optimizer", &d.optimizer_spread, &d.optimizer_rank_spread}})
+      if (!own->empty() && common->empty())
+        bad(path, std::string("times.rank_spread: '") + phase + "' needs times.spread's '" + phase +
+                      "' (the factor the ranks share)");
+  }
   d.gradients_source = string_field(path, field(path, j, "gradients", ""), "source", "gradients: ");
   const json& ts = field(path, j, "tensors", "");
   if (!ts.is_array() || ts.empty() || ts.size() > max_tensors) bad(path, "'tensors' is not an array of 1 to 2^20 tensors");
@@ -271,6 +289,13 @@ void save_model_description(const ModelDescription& d, const std::string& path) 
     if (!d.backward_spread.empty()) sp["backward"] = d.backward_spread;
     if (!d.optimizer_spread.empty()) sp["optimizer"] = d.optimizer_spread;
     times["spread"] = sp;
+  }
+  if (!d.forward_rank_spread.empty() || !d.backward_rank_spread.empty() || !d.optimizer_rank_spread.empty()) {
+    json sp = json::object();
+    if (!d.forward_rank_spread.empty()) sp["forward"] = d.forward_rank_spread;
+    if (!d.backward_rank_spread.empty()) sp["backward"] = d.backward_rank_spread;
+    if (!d.optimizer_rank_spread.empty()) sp["optimizer"] = d.optimizer_rank_spread;
+    times["rank_spread"] = sp;
   }
   j["times"] = times;
   j["gradients"] = {{"source", d.gradients_source}};
@@ -331,19 +356,29 @@ ReplayModel::ReplayModel(ModelDescription d, ReplayCompute compute, std::uint64_
 
 std::string ReplayModel::name() const { return "replay " + d_.model; }
 
-// This step's factor of a phase (0 forward, 1 backward, 2 optimizer): drawn
-// from the phase's spread by this rank's stream, 1 without a spread.
-double ReplayModel::factor(const std::vector<double>& spread, int phase) const {
+// One draw from a phase's (0 forward, 1 backward, 2 optimizer) spread for
+// this step: by this rank's stream, or (common) by the step alone, the same
+// on every rank.
+double ReplayModel::draw(const std::vector<double>& spread, int phase, bool common) const {
   if (spread.empty()) return 1.0;
-  std::mt19937_64 g(seed_ * 0x9E3779B97F4A7C15ull ^ (stream_ + 1) * 0xC2B2AE3D27D4EB4Full ^
+  const std::uint64_t stream = common ? 0x51ED270B27E6C3D5ull : (stream_ + 1) * 0xC2B2AE3D27D4EB4Full;
+  std::mt19937_64 g(seed_ * 0x9E3779B97F4A7C15ull ^ stream ^
                     (steps_ * 3 + static_cast<std::uint64_t>(phase) + 1) * 0x165667B19E3779F9ull);
   return quantile_at(spread, detail::uniform01(g));
+}
+
+double ReplayModel::phase_factor(int phase) const {
+  const std::vector<double>* spread[] = {&d_.forward_spread, &d_.backward_spread, &d_.optimizer_spread};
+  const std::vector<double>* own[] = {&d_.forward_rank_spread, &d_.backward_rank_spread, &d_.optimizer_rank_spread};
+  if (phase < 0 || phase > 2) throw std::invalid_argument("ReplayModel::phase_factor: phase is 0, 1 or 2");
+  if (own[phase]->empty()) return draw(*spread[phase], phase, false);
+  return draw(*spread[phase], phase, true) * draw(*own[phase], phase, false);
 }
 
 void ReplayModel::load() { emulate_for(ReplayCompute::spin, secs(d_.data_s)); }
 
 void ReplayModel::forward(const Batch&) {
-  emulate_for(compute_, secs(d_.forward_s * factor(d_.forward_spread, 0)));
+  emulate_for(compute_, secs(d_.forward_s * phase_factor(0)));
   stats_ = LossStats{};  // no loss: replay measures no accuracy
 }
 
@@ -356,7 +391,7 @@ void ReplayModel::fill(std::size_t t) {
 // (on a CPU, exchange work in a hook delays the rest of backward), with
 // sleep not (a GPU computes on while the host runs the hooks).
 void ReplayModel::backward() {
-  const double f = factor(d_.backward_spread, 1);  // every gradient's time scales alike
+  const double f = phase_factor(1);  // every gradient's time scales alike
   const auto t0 = Clock::now();
   Clock::duration hooks{0};
   for (std::size_t t = 0; t < d_.tensors.size(); ++t) {
@@ -375,7 +410,7 @@ void ReplayModel::backward() {
 }
 
 void ReplayModel::optimizer_step() {
-  emulate_for(compute_, secs(d_.optimizer_s * factor(d_.optimizer_spread, 2)));
+  emulate_for(compute_, secs(d_.optimizer_s * phase_factor(2)));
 }
 
 }  // namespace qsgd::models

@@ -65,6 +65,17 @@ TEST(Replay, DescriptionRoundTrips) {
   EXPECT_EQ(r.data_s, d.data_s);
   EXPECT_EQ(r.backward_spread, d.backward_spread);
   EXPECT_TRUE(r.forward_spread.empty());
+  EXPECT_TRUE(r.backward_rank_spread.empty());
+  ModelDescription shared = d;  // a description recorded from all ranks
+  shared.forward_spread = {0.8, 1.0, 1.4};
+  shared.forward_rank_spread = {0.95, 1.0, 1.1};
+  shared.backward_rank_spread = {0.9, 1.0, 1.2};
+  save_model_description(shared, path);
+  const ModelDescription rs = load_model_description(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(rs.forward_rank_spread, shared.forward_rank_spread);
+  EXPECT_EQ(rs.backward_rank_spread, shared.backward_rank_spread);
+  EXPECT_TRUE(rs.optimizer_rank_spread.empty());
   ASSERT_EQ(r.tensors.size(), 3u);
   EXPECT_EQ(r.parameters(), 10u + 3000u + 235200u);
   EXPECT_EQ(r.tensors[1].shape, (std::vector<std::size_t>{10, 300}));
@@ -109,6 +120,13 @@ TEST(Replay, BrokenDescriptionsNameTheFileAndTheField) {
       {doc(R"({"source": "measured", "device": "cpu", "device_name": "x", "forward_s": 0.001, "backward_s": 0.002,
               "optimizer_s": 0, "spread": {"backward": [1.2, 0.8]}})", "[" + good_tensor + "]"),
        "times.spread: 'backward' must be finite, nondecreasing"},
+      {doc(R"({"source": "measured", "device": "cpu", "device_name": "x", "forward_s": 0.001, "backward_s": 0.002,
+              "optimizer_s": 0, "rank_spread": {"forward": [0.9, 1.1]}})", "[" + good_tensor + "]"),
+       "times.rank_spread: 'forward' needs times.spread's 'forward'"},
+      {doc(R"({"source": "measured", "device": "cpu", "device_name": "x", "forward_s": 0.001, "backward_s": 0.002,
+              "optimizer_s": 0, "spread": {"forward": [1, 1]}, "rank_spread": {"forward": [1, -1]}})",
+           "[" + good_tensor + "]"),
+       "times.rank_spread: 'forward' must be finite, nondecreasing"},
   };
   for (const Case& c : cases) {
     {
@@ -222,3 +240,49 @@ TEST(Replay, GradientsFollowTheDescribedScaleAndQuantiles) {
 }
 
 }  // namespace
+
+// The factors of replayed phases over 12 steps, for ranks (streams) 0..3.
+std::vector<std::vector<double>> factors_by_rank(const ModelDescription& d, int phase) {
+  std::vector<std::vector<double>> out;
+  for (std::uint64_t rank = 0; rank < 4; ++rank) {
+    ReplayModel m(d, ReplayCompute::sleep, 7, rank);
+    std::vector<double> f;
+    for (int step = 0; step < 12; ++step) {
+      f.push_back(m.phase_factor(phase));
+      m.backward();  // the next step
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+// With a rank spread, a phase's spread is one draw per step for all ranks
+// (ranks slow together) times each rank's own; without one, each rank draws
+// the spread on its own.
+TEST(Replay, RanksShareTheStepsFactorWhereARankSpreadIsDescribed) {
+  ModelDescription d = three_tensors();
+  d.backward_s = 0.0005;  // short steps
+  for (auto& t : d.tensors) t.ready_s = std::min(t.ready_s, 0.0005);
+  d.forward_spread = {0.5, 2.0};
+  d.backward_spread = {0.5, 2.0};
+
+  ModelDescription shared = d;  // the ranks' own factors are 1: every rank's factor is the shared one
+  shared.forward_rank_spread = {1.0, 1.0};
+  const auto same = factors_by_rank(shared, 0);
+  for (std::size_t r = 1; r < same.size(); ++r) EXPECT_EQ(same[r], same[0]) << "rank " << r;
+  EXPECT_GT(*std::max_element(same[0].begin(), same[0].end()), *std::min_element(same[0].begin(), same[0].end()))
+      << "the shared factor varies from step to step";
+
+  const auto own = factors_by_rank(d, 1);  // backward: no rank spread, each rank draws its own
+  EXPECT_NE(own[0], own[1]);
+  EXPECT_NE(own[0], own[2]);
+
+  ModelDescription apart = d;  // a shared factor of 1 and a rank spread: ranks differ by their own draws
+  apart.forward_spread = {1.0, 1.0};
+  apart.forward_rank_spread = {0.5, 2.0};
+  const auto mixed = factors_by_rank(apart, 0);
+  EXPECT_NE(mixed[0], mixed[1]);
+  for (const auto& f : mixed)
+    for (double x : f) EXPECT_TRUE(x >= 0.5 && x <= 2.0) << x;
+  EXPECT_THROW(ReplayModel(d, ReplayCompute::sleep, 7, 0).phase_factor(3), std::invalid_argument);
+}

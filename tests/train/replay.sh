@@ -30,6 +30,26 @@ for x in d["tensors"]:
 assert sum(x["shape"][0] * (x["shape"][1] if len(x["shape"]) > 1 else 1) for x in d["tensors"]) == 784*64+64+64*64+64+64*10+10
 assert d["provenance"]["tool"] == "qsgd-train --record-model"
 PY
+# Recorded at K = 2: the spreads come from both ranks (the factor they share
+# in a step and each rank's own); at K = 1 there is one rank's spread only.
+"$mpirun" -np 2 "$train" "${TINY[@]}" --max-steps 12 --record-model "$dir/tiny-k2.json" --quiet ||
+  fail "recording run at K = 2 failed"
+/usr/bin/python3 - "$dir/tiny.json" "$dir/tiny-k2.json" <<'PY' || fail "the spreads are not what the runs' ranks give"
+import json, sys
+one, two = (json.load(open(p)) for p in sys.argv[1:3])
+assert one["provenance"]["spread_ranks"] == "1" and "rank_spread" not in one["times"], one["times"]
+assert two["provenance"]["spread_ranks"] == "2", two["provenance"]
+for phase in ("forward", "backward", "optimizer"):
+    for key in ("spread", "rank_spread"):
+        q = two["times"][key][phase]
+        assert len(q) == 16 and q == sorted(q) and q[0] > 0, (key, phase, q)
+    # Two ranks' own factors about their shared one are mirror images: x / ((x + y) / 2) and y / ((x + y) / 2)
+    # sum to 2, so the rank spread's quantiles pair up about 1.
+    q = two["times"]["rank_spread"][phase]
+    assert all(abs(q[k] + q[15 - k] - 2) < 1e-6 for k in range(8)), (phase, q)
+PY
+"$mpirun" -np 2 "$train" --model replay --model-file "$dir/tiny-k2.json" --max-steps 4 --quiet ||
+  fail "replay of the K = 2 description failed"
 "$mpirun" -np 2 "$train" --model replay --model-file "$dir/tiny.json" --max-steps 10 --strategy scatter-reduce --codec fixed \
   --bits 4 --layer-filter 1000 --fusion-mb 1 --trace "$dir/replay.h5" --quiet || fail "replay at K = 2 failed"
 is_complete "$dir/replay.h5" || fail "the replay's trace is not complete"

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 namespace qsgd::train {
 namespace {
@@ -33,7 +35,36 @@ std::vector<double> spread(const std::vector<double>& v) {
   return q;
 }
 
+// The spreads of one phase from every rank's times v[r][s] (equal lengths,
+// K >= 2): the factor the ranks share in step s, c(s) = median over r of
+// v[r][s] / median(v[r]), and each rank's own, v[r][s] / median(v[r]) / c(s).
+// Both empty where a median is not positive.
+std::pair<std::vector<double>, std::vector<double>> shared_and_own(const std::vector<std::vector<double>>& v) {
+  const std::size_t K = v.size(), n = v.empty() ? 0 : v[0].size();
+  std::vector<double> med(K);
+  for (std::size_t r = 0; r < K; ++r) {
+    med[r] = median(v[r]);
+    if (!(med[r] > 0)) return {};
+  }
+  std::vector<double> common(n), own;
+  for (std::size_t s = 0; s < n; ++s) {
+    std::vector<double> x(K);
+    for (std::size_t r = 0; r < K; ++r) x[r] = v[r][s] / med[r];
+    common[s] = median(x);
+    if (!(common[s] > 0)) return {};
+    for (double y : x) own.push_back(y / common[s]);
+  }
+  return {spread(common), spread(own)};
+}
+
 }  // namespace
+
+std::vector<double> ModelRecorder::series() const {
+  std::vector<double> out(forward_);
+  out.insert(out.end(), backward_.begin(), backward_.end());
+  out.insert(out.end(), update_.begin(), update_.end());
+  return out;
+}
 
 ModelRecorder::ModelRecorder(const models::Model& model, std::uint64_t stats_step) : stats_step_(stats_step) {
   const auto& ts = model.tensors();
@@ -85,7 +116,8 @@ void ModelRecorder::end_step(double data_s, double forward_s, double backward_s,
 
 models::ModelDescription ModelRecorder::describe(const std::string& model_name, std::size_t batch,
                                                  std::size_t train_samples,
-                                                 const std::map<std::string, std::string>& provenance) const {
+                                                 const std::map<std::string, std::string>& provenance,
+                                                 const std::vector<std::vector<double>>& ranks) const {
   if (forward_.empty() || !have_stats_)
     throw std::runtime_error("--record-model: no step was measured (the first " + std::to_string(warmup_steps) +
                              " are warm-up and step " + std::to_string(stats_step_) +
@@ -104,6 +136,24 @@ models::ModelDescription ModelRecorder::describe(const std::string& model_name, 
   d.forward_spread = spread(forward_);
   d.backward_spread = spread(backward_);
   d.optimizer_spread = spread(update_);
+  const std::size_t n = forward_.size();
+  const bool all_ranks = ranks.size() >= 2 && std::all_of(ranks.begin(), ranks.end(), [&](const auto& r) {
+    return r.size() == 3 * n;
+  });
+  if (all_ranks) {
+    for (auto [phase, common, own] : {std::tuple{0, &d.forward_spread, &d.forward_rank_spread},
+                                      std::tuple{1, &d.backward_spread, &d.backward_rank_spread},
+                                      std::tuple{2, &d.optimizer_spread, &d.optimizer_rank_spread}}) {
+      std::vector<std::vector<double>> v;
+      for (const auto& r : ranks)
+        v.emplace_back(r.begin() + static_cast<std::ptrdiff_t>(phase * n),
+                       r.begin() + static_cast<std::ptrdiff_t>((phase + 1) * n));
+      auto [c, o] = shared_and_own(v);
+      if (c.empty() || o.empty()) continue;  // keep rank 0's own spread
+      *common = std::move(c);
+      *own = std::move(o);
+    }
+  }
   d.forward_s = median(forward_);
   d.optimizer_s = median(update_);
   d.gradients_source = "recorded";
@@ -124,6 +174,7 @@ models::ModelDescription ModelRecorder::describe(const std::string& model_name, 
   d.provenance.emplace_back("tool", "qsgd-train --record-model");
   d.provenance.emplace_back("steps_measured", std::to_string(forward_.size()));
   d.provenance.emplace_back("statistics_step", std::to_string(stats_step_));
+  d.provenance.emplace_back("spread_ranks", std::to_string(all_ranks ? ranks.size() : 1));
   for (const char* k : {"cpu_model", "cpu_flags", "compiler", "kokkos_version", "git_commit", "host"}) {
     const auto it = provenance.find(k);
     if (it != provenance.end()) d.provenance.emplace_back(k, it->second);

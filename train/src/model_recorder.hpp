@@ -6,7 +6,8 @@
 // earlier hooks did (so it is compute alone, with or without overlap). One
 // step's gradients (rank 0's own, before the exchange) give each tensor's
 // standard deviation and the quantiles of |g| / std. Times are medians over
-// the steps after the first two (warm-up) and the statistics step.
+// the steps after the first two (warm-up) and the statistics step, rank 0's;
+// the step-to-step spreads come from all ranks where describe() gets them.
 
 #include <chrono>
 #include <map>
@@ -34,9 +35,18 @@ class ModelRecorder {
   // From tensor t's gradient hook, before its exchange starts.
   void on_ready(const models::Model& model, std::size_t t, double hook_s);
   void end_step(double data_s, double forward_s, double backward_s, double update_s);
-  // The description; throws std::runtime_error when too few steps were measured.
+  // This rank's measured steps' forward, backward and update times, in that
+  // order (3 x measured_steps() values), for rank 0's describe().
+  std::vector<double> series() const;
+  std::size_t measured_steps() const { return forward_.size(); }
+  // The description; throws std::runtime_error when too few steps were
+  // measured. ranks: every rank's series() (rank 0's first), or empty. With
+  // two or more ranks of the same length, each phase's spread is the factor
+  // the ranks share in a step (the median over ranks of each rank's time
+  // over its own median) and its rank spread each rank's time over that.
   models::ModelDescription describe(const std::string& model_name, std::size_t batch, std::size_t train_samples,
-                                    const std::map<std::string, std::string>& provenance) const;
+                                    const std::map<std::string, std::string>& provenance,
+                                    const std::vector<std::vector<double>>& ranks = {}) const;
 
  private:
   std::uint64_t stats_step_, step_ = 0;

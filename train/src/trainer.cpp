@@ -828,12 +828,31 @@ struct Trainer::Impl {
     capturing = false;
   }
 
+  // --record-model: every rank's phase times to rank 0 (collective), which
+  // writes the description with the spreads the ranks share and their own.
+  void save_description() {
+    std::uint64_t n = recorder->measured_steps();
+    std::vector<std::uint64_t> ns(static_cast<std::size_t>(K));
+    comm.allgather_bytes(&n, sizeof n, ns.data(), at("record-model step count allgather", step));
+    std::vector<std::vector<double>> ranks;
+    if (K > 1 && std::all_of(ns.begin(), ns.end(), [&](std::uint64_t x) { return x == n; }) && n > 0) {
+      const std::vector<double> mine = recorder->series();
+      std::vector<double> all(rank == 0 ? mine.size() * static_cast<std::size_t>(K) : 0);
+      comm.gather_bytes(mine.data(), static_cast<int>(mine.size() * sizeof(double)), all.data(), 0,
+                        at("record-model phase times gather", step));
+      for (int r = 0; rank == 0 && r < K; ++r)
+        ranks.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()),
+                           all.begin() + static_cast<std::ptrdiff_t>((r + 1) * mine.size()));
+    }
+    if (rank == 0)
+      qm::save_model_description(
+          recorder->describe(model->name(), o.batch, data.train_size(), run_provenance, ranks), o.record_model);
+  }
+
   void finish() {
     if (capturing) end_capture();  // the run ended inside the window
     check_replicas();
-    if (recorder && rank == 0)
-      qm::save_model_description(recorder->describe(model->name(), o.batch, data.train_size(), run_provenance),
-                                 o.record_model);
+    if (recorder) save_description();
     if (!trace) return;
     if (replay()) {  // what writing the gradients cost inside the emulated backward
       const auto& m = static_cast<const qm::ReplayModel&>(*model);

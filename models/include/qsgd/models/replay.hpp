@@ -55,9 +55,15 @@ struct ModelDescription {
   double data_s = 0;  // host time per step to load a batch (0: none described)
   // Step-to-step variation (optional, empty: none): each phase's time in a
   // step over its median, at probabilities (k + 0.5) / Q (nondecreasing).
-  // Replay draws each step's factor per rank, so ranks reach the exchanges
-  // apart as real ones do.
+  // Without a rank spread, replay draws each step's factor per rank, so
+  // ranks reach the exchanges apart as real ones do.
   std::vector<double> forward_spread, backward_spread, optimizer_spread;
+  // Each rank's own variation about the step's common factor (optional,
+  // recorded from all ranks of a run): where a phase has one, its spread is
+  // the factor the ranks share in a step (one draw for all ranks) and this is
+  // each rank's factor on top of it (drawn per rank), so that ranks that are
+  // slow together (sharing cores, a common input) replay so.
+  std::vector<double> forward_rank_spread, backward_rank_spread, optimizer_rank_spread;
   std::string gradients_source;        // "recorded" (from real gradients) or "normal"
   std::vector<DescribedTensor> tensors;  // backward order
   std::vector<std::pair<std::string, std::string>> provenance;  // tool, versions, command
@@ -94,13 +100,18 @@ class ReplayModel final : public Model {
   double fill_seconds() const { return fill_s_; }
   std::uint64_t steps() const { return steps_; }
   ReplayCompute compute() const { return compute_; }
+  // The factor of a phase's described time (0 forward, 1 backward, 2
+  // optimizer) in the step now being replayed: the step's common draw times
+  // this rank's own where the phase has a rank spread, else this rank's draw
+  // from its spread; 1 without either.
+  double phase_factor(int phase) const;
 
  private:
   void fill(std::size_t t);
   ModelDescription d_;
   ReplayCompute compute_;
   std::vector<Kokkos::View<float*, MemSpace>> pools_;  // per tensor: values drawn from its distribution
-  double factor(const std::vector<double>& spread, int phase) const;
+  double draw(const std::vector<double>& spread, int phase, bool common) const;
   std::uint64_t seed_, stream_;
   std::uint64_t steps_ = 0;
   double fill_s_ = 0;
