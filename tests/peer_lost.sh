@@ -4,7 +4,10 @@
 # MPI_Abort's exit code 7. The caller defines fail() and starts the job with
 #   setsid mpirun ... --mca orte_abort_on_non_zero_status 0 ...
 # (otherwise mpirun itself ends the job about 1.3 s after the death, before
-# the suite can say anything).
+# the suite can say anything). Open MPI's settings for root and more ranks
+# than cores come from scripts/openmpi-env.sh, as every MPI test's do, so
+# that the tests run the same under ctest alone and under run-tests.sh.
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/openmpi-env.sh"
 
 # ranks_of COMM PATTERN: pid_of[rank] for every process named COMM whose
 # command line holds PATTERN, by OMPI_COMM_WORLD_RANK (mpirun puts it in

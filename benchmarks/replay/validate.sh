@@ -2,8 +2,9 @@
 # Validates replay against real training (docs/replay.md, "Validation"): for
 # each link, K and configuration, a real run of the MLP records its own
 # description (--record-model) and the description is replayed at once with
-# the same options (spinning: the description's times are this CPU's), the
-# two back to back. The description of each pair is recorded in that pair's
+# the same options (spinning: the description's times are this CPU's), then
+# the real run once more, the three back to back: the replay's error sits
+# beside how far two real runs of the same configuration differ. The description of each pair is recorded in that pair's
 # configuration, so that it carries the compute of K ranks sharing the
 # machine's cores as the replay does; one more replay per K and link runs the
 # K = 1 description of the same model, to show what sharing the cores does
@@ -18,7 +19,7 @@
 #     --build DIR        a build holding benchmarks/qsgd-train (default build/release, else build/ci)
 #
 # Needs root for emulated links (network namespaces). Run on an otherwise
-# idle machine: the numbers are timings. About 1 minute per pair at the defaults.
+# idle machine: the numbers are timings. About 1.5 minutes per pair at the defaults.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 [ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit 2; }
@@ -80,6 +81,8 @@ for link in "${linklist[@]}"; do
       run "real-$tag" "$link" "$k" "${common[@]}" "${args[@]}" --record-model "$out/desc-$tag.json"
       run "replay-$tag" "$link" "$k" --model replay --model-file "$out/desc-$tag.json" --max-steps "$steps" \
         --quiet "${args[@]}"
+      # The real run once more: how far two real runs of the same configuration differ.
+      run "again-$tag" "$link" "$k" "${common[@]}" "${args[@]}"
     done
     # The K = 1 description at this K: compute as one rank alone measured it.
     run "replayK1-$link-K$k-4bit-scatter-reduce" "$link" "$k" --model replay --model-file "$out/desc-local-K1.json" \

@@ -54,8 +54,9 @@
 #                     results/reference/model --signs (~15 min; after the model table)
 #     model-projection  qsgd-model project on benchmarks/model/params/h200-cluster.json: the
 #                     projection (JSON, text) and its heat map (PNG) (~5 s)
-#     replay-validation  replay against real training: the MLP's real runs and the replays of
-#                     their own descriptions, back to back (benchmarks/replay/validate.sh) (~15 min)
+#     replay-validation  replay against real training: the MLP's real runs, the replays of their
+#                     own descriptions and the real runs again, back to back
+#                     (benchmarks/replay/validate.sh) (~22 min)
 #     replay-models   ResNet-50, ViT-B/16, BERT-base and BERT-large replayed from their bundled
 #                     descriptions: shared memory and 1 Gbit/s at K = 2 and 4, 10 Gbit/s at K = 2;
 #                     fp32 ring, bf16, 4- and 2-bit QSGD, rANS, PowerSGD r = 4, with the links'
