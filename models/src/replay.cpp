@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -135,6 +136,25 @@ std::vector<double> parse_spread(const std::string& path, const json& sp, const 
   return out;
 }
 
+constexpr const char* spread_phases[] = {"forward", "backward", "optimizer"};
+using PhaseSpreads = std::array<std::vector<double>*, 3>;  // forward, backward, optimizer
+
+// times[key] (spread or rank_spread), where present, into the phases' lists.
+void read_spreads(const std::string& path, const json& times, const char* key, const PhaseSpreads& out) {
+  if (!times.contains(key)) return;
+  const json& sp = times.at(key);
+  if (!sp.is_object()) bad(path, std::string("times: '") + key + "' is not an object");
+  for (std::size_t p = 0; p < 3; ++p) *out[p] = parse_spread(path, sp, spread_phases[p], key);
+}
+
+// The phases' lists as times[key], where any is not empty.
+void write_spreads(json& times, const char* key, const std::array<const std::vector<double>*, 3>& in) {
+  json sp = json::object();
+  for (std::size_t p = 0; p < 3; ++p)
+    if (!in[p]->empty()) sp[spread_phases[p]] = *in[p];
+  if (!sp.empty()) times[key] = sp;
+}
+
 // The value at probability u of quantiles at (k + 0.5) / Q: piecewise linear
 // between them, flat beyond.
 double quantile_at(const std::vector<double>& q, double u) {
@@ -229,27 +249,16 @@ ModelDescription load_model_description(const std::string& path) {
   d.backward_s = time_field(path, times, "backward_s", "times: ");
   d.optimizer_s = time_field(path, times, "optimizer_s", "times: ");
   if (times.contains("data_s")) d.data_s = time_field(path, times, "data_s", "times: ");
-  if (times.contains("spread")) {
-    const json& sp = times.at("spread");
-    if (!sp.is_object()) bad(path, "times: 'spread' is not an object");
-    d.forward_spread = parse_spread(path, sp, "forward");
-    d.backward_spread = parse_spread(path, sp, "backward");
-    d.optimizer_spread = parse_spread(path, sp, "optimizer");
-  }
-  if (times.contains("rank_spread")) {
-    const json& sp = times.at("rank_spread");
-    if (!sp.is_object()) bad(path, "times: 'rank_spread' is not an object");
-    d.forward_rank_spread = parse_spread(path, sp, "forward", "rank_spread");
-    d.backward_rank_spread = parse_spread(path, sp, "backward", "rank_spread");
-    d.optimizer_rank_spread = parse_spread(path, sp, "optimizer", "rank_spread");
-    for (const auto& [phase, common, own] :
-         {std::tuple{"forward", &d.forward_spread, &d.forward_rank_spread},
-          std::tuple{"backward", &d.backward_spread, &d.backward_rank_spread},
-          std::tuple{"optimizer", &d.optimizer_spread, &d.optimizer_rank_spread}})
-      if (!own->empty() && common->empty())
-        bad(path, std::string("times.rank_spread: '") + phase + "' needs times.spread's '" + phase +
-                      "' (the factor the ranks share)");
-  }
+  read_spreads(path, times, "spread", {&d.forward_spread, &d.backward_spread, &d.optimizer_spread});
+  read_spreads(path, times, "rank_spread",
+               {&d.forward_rank_spread, &d.backward_rank_spread, &d.optimizer_rank_spread});
+  for (const auto& [phase, common, own] :
+       {std::tuple{"forward", &d.forward_spread, &d.forward_rank_spread},
+        std::tuple{"backward", &d.backward_spread, &d.backward_rank_spread},
+        std::tuple{"optimizer", &d.optimizer_spread, &d.optimizer_rank_spread}})
+    if (!own->empty() && common->empty())
+      bad(path, std::string("times.rank_spread: '") + phase + "' needs times.spread's '" + phase +
+                    "' (the factor the ranks share)");
   d.gradients_source = string_field(path, field(path, j, "gradients", ""), "source", "gradients: ");
   const json& ts = field(path, j, "tensors", "");
   if (!ts.is_array() || ts.empty() || ts.size() > max_tensors) bad(path, "'tensors' is not an array of 1 to 2^20 tensors");
@@ -283,20 +292,8 @@ void save_model_description(const ModelDescription& d, const std::string& path) 
                 {"forward_s", d.forward_s},   {"backward_s", d.backward_s}, {"optimizer_s", d.optimizer_s},
                 {"data_s", d.data_s}};
   if (d.times_source == "flops") times["flops_rate"] = d.flops_rate;
-  if (!d.forward_spread.empty() || !d.backward_spread.empty() || !d.optimizer_spread.empty()) {
-    json sp = json::object();
-    if (!d.forward_spread.empty()) sp["forward"] = d.forward_spread;
-    if (!d.backward_spread.empty()) sp["backward"] = d.backward_spread;
-    if (!d.optimizer_spread.empty()) sp["optimizer"] = d.optimizer_spread;
-    times["spread"] = sp;
-  }
-  if (!d.forward_rank_spread.empty() || !d.backward_rank_spread.empty() || !d.optimizer_rank_spread.empty()) {
-    json sp = json::object();
-    if (!d.forward_rank_spread.empty()) sp["forward"] = d.forward_rank_spread;
-    if (!d.backward_rank_spread.empty()) sp["backward"] = d.backward_rank_spread;
-    if (!d.optimizer_rank_spread.empty()) sp["optimizer"] = d.optimizer_rank_spread;
-    times["rank_spread"] = sp;
-  }
+  write_spreads(times, "spread", {&d.forward_spread, &d.backward_spread, &d.optimizer_spread});
+  write_spreads(times, "rank_spread", {&d.forward_rank_spread, &d.backward_rank_spread, &d.optimizer_rank_spread});
   j["times"] = times;
   j["gradients"] = {{"source", d.gradients_source}};
   json ts = json::array();
