@@ -5,6 +5,7 @@
 #
 #   kernels.json       qsgd-bench-kernels at n = 2^20 (an allgather piece) and 2^22
 #                      (the exchanges' size), one core, 3 repetitions: the coding rates
+#                      at the first of --levels; kernels-s<S>.json at each other level
 #   fit-LINK.json      fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at 100mbit
 #                      and below), one file per link: alpha and the cost per byte are
 #                      fitted on these rows only
@@ -15,19 +16,22 @@
 #   links.json         the tbf burst of every emulated link (netlab.sh --burst-of)
 #   machine.json       CPU, cores, compiler, MPI
 #
-#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--parts LIST] [--build DIR]
+#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--levels LIST] [--parts LIST]
+#                                 [--build DIR]
 #     --out DIR     where the files go (required)
 #     --link LIST   links to fit (local,unshaped,1gbit): local (shared memory),
 #                   unshaped, <N>gbit, <N>mbit (emulated: netlab.sh). A rate
 #                   needs unshaped, the host stack it runs over: added when missing
 #     --ranks LIST  K values whose link ceiling is measured on each emulated rate (2)
+#     --levels LIST quantization levels s the kernel rates are measured at (16; 4 is
+#                   2-bit QSGD, 16 4-bit)
 #     --parts LIST  what to measure: kernels, fits (with links.json), ceilings
 #                   (kernels,fits,ceilings)
 #     --build DIR   build tree with benchmarks/qsgd-bench-kernels and
 #                   benchmarks/qsgd-bench-exchange (default build/release)
 #     -h, --help    this text
 #
-# About 100 s for the kernels and 10-40 s per link and K on a 2-core machine. Needs
+# About 100 s for the kernels per level and 10-40 s per link and K on a 2-core machine. Needs
 # root for emulated links (network namespaces). Run on an otherwise idle
 # machine: the numbers are timings.
 set -euo pipefail
@@ -35,6 +39,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 out=""
 links="local,unshaped,1gbit"
 ranks="2"
+levels="16"
 parts="kernels,fits,ceilings"
 build="$root/build/release"
 while [ $# -gt 0 ]; do
@@ -42,6 +47,7 @@ while [ $# -gt 0 ]; do
     --out) out="${2:?--out needs a directory}"; shift 2 ;;
     --link) links="${2:?--link needs a list}"; shift 2 ;;
     --ranks) ranks="${2:?--ranks needs a list}"; shift 2 ;;
+    --levels) levels="${2:?--levels needs a list}"; shift 2 ;;
     --parts) parts="${2:?--parts needs a list}"; shift 2 ;;
     --build) build="${2:?--build needs a directory}"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
@@ -72,12 +78,20 @@ mkdir -p "$out"
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 if has_part kernels; then
-  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max=4194304 --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true \
-    --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
-    --benchmark_out="$out/kernels.json" --benchmark_out_format=json > "$out/kernels.txt" 2>&1 \
-    || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/kernels.txt" >&2; exit 1; }
-  echo "calibrate.sh: kernel rates in $out/kernels.json" >&2
+  IFS=, read -r -a s_list <<< "$levels"
+  first=1
+  for s in "${s_list[@]}"; do
+    [[ "$s" =~ ^[0-9]+$ ]] && [ "$s" -ge 1 ] || { echo "calibrate.sh: --levels takes whole numbers >= 1, got '$s'" >&2; exit 2; }
+    name=kernels-s$s
+    [ "$first" = 1 ] && name=kernels
+    first=0
+    taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_s="$s" --qsgd_n_min=1048576 --qsgd_n_max=4194304 \
+      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+      --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
+      --benchmark_out="$out/$name.json" --benchmark_out_format=json > "$out/$name.txt" 2>&1 \
+      || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/$name.txt" >&2; exit 1; }
+    echo "calibrate.sh: kernel rates at s = $s in $out/$name.json" >&2
+  done
 fi
 
 if has_part fits; then

@@ -8,9 +8,12 @@
 # each with the fp32 ring, bf16, 4- and 2-bit QSGD (fixed-width code; allgather
 # and scatter-reduce, the table shows the faster), 4-bit QSGD with the rANS
 # code (both strategies) and PowerSGD of rank 4 with its error feedback.
-# Before the first run and after the last, the link ceiling of every emulated
-# rate and K (calibrate.sh --parts ceilings: one 64 MiB ring of K ranks):
-# OUT/calibration (which qsgd-summary reads) and OUT/calibration-after.
+# Before the first run, what qsgd-model is calibrated on (calibrate.sh: the
+# coding rates at s = 16 and 4, fp32 ring fits of shared memory, unshaped,
+# 1 and 10 Gbit/s links, and the link ceiling of every emulated rate at K = 2
+# and 4, one 64 MiB ring of K ranks) into OUT/calibration, which qsgd-summary
+# and qsgd-model replay read; after the last, the ceilings again
+# (OUT/calibration-after).
 #
 #   benchmarks/replay/results.sh OUT [--models LIST] [--max-steps N] [--build DIR] [--dry-run]
 #     --models LIST   descriptions in benchmarks/replay/models, without .json
@@ -63,11 +66,13 @@ if [ "$dry" = 0 ]; then
   "$root/benchmarks/report/machine-info" > "$out/machine.json"
 fi
 
-ceilings() {  # ceilings DIR: every emulated rate's link ceiling at K = 2 and 4
-  if [ "$dry" = 1 ]; then echo "$root/benchmarks/model/calibrate.sh --out $1 --parts ceilings --link 1gbit,10gbit --ranks 2,4"; return; fi
-  "$root/benchmarks/model/calibrate.sh" --out "$1" --parts ceilings --link 1gbit,10gbit --ranks 2,4 --build "$build"
+calibrate() {  # calibrate DIR PARTS: calibrate.sh on every link of the runs, ceilings at K = 2 and 4
+  local cmd=("$root/benchmarks/model/calibrate.sh" --out "$1" --parts "$2" --link local,unshaped,1gbit,10gbit
+             --ranks 2,4 --levels 16,4 --build "$build")
+  if [ "$dry" = 1 ]; then echo "${cmd[*]}"; return; fi
+  "${cmd[@]}"
 }
-[ -f "$out/calibration/ceiling-10gbit-K4.json" ] || ceilings "$out/calibration"  # kept when re-run
+[ -f "$out/calibration/ceiling-10gbit-K4.json" ] || calibrate "$out/calibration" kernels,fits,ceilings  # kept when re-run
 
 failed=0
 run_sweep() {  # run_sweep ARGS...: one qsgd-sweep into OUT; a failed run is counted, the others go on
@@ -91,7 +96,7 @@ for m in "${model_list[@]}"; do
   done
 done
 [ "$dry" = 1 ] && exit 0
-ceilings "$out/calibration-after"
+calibrate "$out/calibration-after" ceilings
 /usr/bin/python3 "$root/benchmarks/scaling/qsgd-summary" --json "$out" > "$out/summary.json"
 /usr/bin/python3 "$root/benchmarks/scaling/qsgd-summary" "$out" | tee "$out/summary.txt"
 [ "$failed" = 0 ] || { echo "results.sh: $failed sweep(s) had failed runs (OUT/sweep.log); re-run the same command to redo them" >&2; exit 1; }
