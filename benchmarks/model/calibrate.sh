@@ -3,9 +3,10 @@
 # into DIR (created if missing; the files below replaced, nothing else
 # touched):
 #
-#   kernels.json       qsgd-bench-kernels at n = 2^20 (an allgather piece) and 2^22
-#                      (the exchanges' size), one core, 3 repetitions: the coding rates
-#                      at the first of --levels; kernels-s<S>.json at each other level
+#   kernels.json       qsgd-bench-kernels at n = 2^20 (an allgather piece), 2^22 (the
+#                      exchanges' size) and 2^24 (64 MiB, data out of the caches), one
+#                      core, 3 repetitions: the coding rates at the first of --levels;
+#                      kernels-s<S>.json at each other level
 #   fit-LINK.json      fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at 100mbit
 #                      and below), one file per link: alpha and the cost per byte are
 #                      fitted on these rows only
@@ -13,6 +14,9 @@
 #                      ranks reach together (qsgd-bench-exchange's ring of sends, 64 MiB),
 #                      below the nominal rate where K ranks share the cores; qsgd-summary
 #                      bounds hidden time by the link time at this ceiling
+#   stack-RATE.json    per emulated rate: the kernel CPU (system, softirq) per byte sent
+#                      through the emulated link (benchmarks/model/stack-cpu), which
+#                      competes with the ranks' work on the same cores
 #   links.json         the tbf burst of every emulated link (netlab.sh --burst-of)
 #   machine.json       CPU, cores, compiler, MPI
 #
@@ -25,14 +29,16 @@
 #     --ranks LIST  K values whose link ceiling is measured on each emulated rate (2)
 #     --levels LIST quantization levels s the kernel rates are measured at (16; 4 is
 #                   2-bit QSGD, 16 4-bit)
-#     --parts LIST  what to measure: kernels, fits (with links.json), ceilings
+#     --parts LIST  what to measure: kernels, fits (with links.json and the stack's
+#                   CPU of every emulated rate), ceilings
 #                   (kernels,fits,ceilings)
 #     --build DIR   build tree with benchmarks/qsgd-bench-kernels and
 #                   benchmarks/qsgd-bench-exchange (default build/release)
 #     -h, --help    this text
 #
-# About 100 s for the kernels per level and 10-40 s per link and K on a 2-core machine. Needs
-# root for emulated links (network namespaces). Run on an otherwise idle
+# About 150 s for the kernels per level, 20-60 s per link and 10-40 s per
+# ceiling on a 2-core machine. Needs root for emulated links (network
+# namespaces). Run on an otherwise idle
 # machine: the numbers are timings.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -85,7 +91,7 @@ if has_part kernels; then
     name=kernels-s$s
     [ "$first" = 1 ] && name=kernels
     first=0
-    taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_s="$s" --qsgd_n_min=1048576 --qsgd_n_max=4194304 \
+    taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_s="$s" --qsgd_n_min=1048576 --qsgd_n_max=16777216 \
       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
       --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
       --benchmark_out="$out/$name.json" --benchmark_out_format=json > "$out/$name.txt" 2>&1 \
@@ -117,6 +123,11 @@ if has_part fits; then
       "$net" --nodes 2 --rate "$l" -- "$bin/qsgd-bench-exchange" "${args[@]}" > "$out/fit-$l.txt" 2>&1
     fi || { echo "calibrate.sh: the $l exchange benchmark failed; its output: $out/fit-$l.txt" >&2; exit 1; }
     echo "calibrate.sh: $l fitted rows in $out/fit-$l.json" >&2
+    case "$l" in
+      local|unshaped) ;;
+      *) "$root/benchmarks/model/stack-cpu" --link "$l" --bench "$bin/qsgd-bench-exchange" --out "$out/stack-$l.json" >&2 \
+           || { echo "calibrate.sh: the $l stack CPU measurement failed (stack-cpu's output above)" >&2; exit 1; } ;;
+    esac
   done
 fi
 

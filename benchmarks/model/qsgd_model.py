@@ -91,6 +91,7 @@ class Rates:
         self.bits = dict(bits_per_dim)
         self.source = source
         self.levels = levels   # the quantization levels s the rates were measured at
+        self.floor = 0         # streaming(): the smallest unit a rate is taken at
 
     @classmethod
     def from_kernels_json(cls, doc, source=""):
@@ -106,8 +107,20 @@ class Rates:
         s = doc.get("context", {}).get("qsgd_s")
         return cls(bps, bits, source, int(s) if s else None)
 
+    def streaming(self, elements):
+        """These rates for a step that streams `elements` elements through
+        its kernels: every rate taken at a unit of at least that many, so
+        that data larger than the caches is read at the rate measured out of
+        them (the benchmark's largest size) and not at a small unit's, which
+        the benchmark measured with its input in cache."""
+        import copy
+        r = copy.copy(self)
+        r.floor = max(self.floor, elements)
+        return r
+
     def rate(self, kernel, unit):
         """Bytes of input per second of `kernel` run on units of `unit` elements."""
+        unit = max(unit, self.floor)
         if kernel not in self.bps:
             raise ModelError("no rate for kernel '%s' in %s (have: %s)"
                              % (kernel, self.source or "the kernel results", ", ".join(sorted(self.bps))))
@@ -385,12 +398,87 @@ def fit_wire(rows, rates, cores, host, burst, name):
 
 class Bucket:
     """One bucket of a training step (a trace's bucket_plan entry) and when its
-    gradient is complete, as a fraction of the backward pass."""
+    gradient is complete, as a fraction of the backward pass. `tensors`: how
+    many tensors share it; a bucket of several is copied into its fusion
+    buffer in the hook and out of it after the wait (one memory pass each),
+    a tensor alone is exchanged in place (Bucketer::push_inplace)."""
 
-    def __init__(self, elements, compressed, ready_fraction):
+    def __init__(self, elements, compressed, ready_fraction, tensors=1):
         self.elements = int(elements)
         self.compressed = bool(compressed)
         self.ready = min(1.0, max(0.0, float(ready_fraction)))
+        self.tensors = int(tensors)
+
+
+def plan_buckets(sizes, fusion_bytes=8 << 20, layer_filter=10000, align=1):
+    """The buckets qsgd::comm::Bucketer::plan forms (comm/src/bucketer.cpp)
+    from tensor sizes in the order backward produces them: tensors under the
+    layer filter go to the dense (fp32) bucket open at the time, the others
+    to the compressed one, each padded to a multiple of `align` (the
+    quantization bucket size d of a quantizing codec, else 1); a tensor that
+    would take a bucket holding something past the fusion cap opens a new
+    one. Returns [(elements with padding, compressed, [tensor indices])] in
+    the order the buckets were opened."""
+    cap = fusion_bytes // 4
+    buckets, open_ = [], {True: None, False: None}
+    for t, n in enumerate(sizes):
+        compressed = n >= layer_filter
+        a = align if compressed else 1
+        padded = (n + a - 1) // a * a
+        i = open_[compressed]
+        if i is None or (buckets[i][0] > 0 and buckets[i][0] + padded > cap):
+            buckets.append([0, compressed, []])
+            i = open_[compressed] = len(buckets) - 1
+        buckets[i][0] += padded
+        buckets[i][2].append(t)
+    return [tuple(b) for b in buckets]
+
+
+class Description:
+    """A model description (docs/replay.md): the tensors in the order
+    backward produces their gradients, the time from the start of backward
+    to each gradient, and the phase times (medians). `compute` is how a
+    replay emulates them: "sleep" (a GPU's compute, the cores left free) or
+    "spin" (a CPU's, on the cores)."""
+
+    def __init__(self, doc, source=""):
+        where = source or "the description"
+        if not isinstance(doc, dict) or doc.get("format") != "qsgd-model-description":
+            raise ModelError("%s: not a qsgd-model-description" % where)
+        try:
+            times = doc["times"]
+            self.model = str(doc["model"])
+            self.batch = int(doc["batch"])
+            self.forward, self.backward = float(times["forward_s"]), float(times["backward_s"])
+            self.optimizer, self.data = float(times["optimizer_s"]), float(times.get("data_s", 0.0))
+            self.tensors = []
+            for t in doc["tensors"]:
+                n = 1
+                for x in t["shape"]:
+                    n *= int(x)
+                self.tensors.append((str(t["name"]), n, float(t["ready_s"])))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError("%s: a field is missing or malformed (%s)" % (where, e))
+        if not self.tensors or self.backward <= 0:
+            raise ModelError("%s: no tensors or no backward time" % where)
+        self.device = str(times.get("device", "cpu"))
+        self.times_source = str(times.get("source", "?"))
+        self.flops_rate = float(times["flops_rate"]) if times.get("flops_rate") else None
+        self.compute = "sleep" if self.device == "cuda" else "spin"
+        self.source = source
+
+    def parameters(self):
+        return sum(n for _, n, _ in self.tensors)
+
+    def buckets(self, fusion_bytes=8 << 20, layer_filter=10000, align=1):
+        """The Bucketer's buckets of these tensors, each ready when its last
+        tensor is (its ready time over the backward time)."""
+        return [Bucket(n, c, max(self.tensors[t][2] for t in ts) / self.backward, len(ts))
+                for n, c, ts in plan_buckets([n for _, n, _ in self.tensors], fusion_bytes, layer_filter, align)]
+
+    def step_compute(self, scale=1.0):
+        """The phase times, each times `scale` (another device's rate)."""
+        return Compute(scale * self.forward, scale * self.backward, scale * self.optimizer, self.data)
 
 
 class Compute:
@@ -401,59 +489,90 @@ class Compute:
         self.forward, self.backward, self.update, self.other = forward, backward, update, other
 
 
-def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_scale=None):
+def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_scale=None, sleep=False,
+              fill=False, stream=False):
     """One training step of a rank among K, replayed from its parts:
 
       * compute: `compute` times `compute_scale` (by default the cores' share
-        max(1, K / cores); pass 1 when `compute` was measured with K ranks at
-        once);
-      * each bucket starts when backward has produced it; its encoding runs
-        in that backward hook (backward waits for it); its network phases
-        hold the link one bucket after the other; a later phase's kernels
-        (scatter-reduce's accumulation and requantization, the server's) run
-        at the caller's next call: a later bucket's hook during backward, or
-        the wait after it;
+        max(1, K / cores), or 1 with `sleep`; pass 1 when `compute` was
+        measured with K ranks at once);
+      * each bucket starts when backward has produced it and the rank's
+        host is free: its encoding (and the copy into its fusion buffer) runs
+        in that backward hook; its network phases hold the link one bucket
+        after the other; a later phase's kernels (scatter-reduce's
+        accumulation and requantization, the server's) run at the caller's
+        next call: a later bucket's hook during backward, or the wait after
+        it;
+      * compute on the cores (the default) waits for the hooks: backward is
+        as much longer as they take; with `sleep` the compute is a GPU's,
+        the hooks run on the host beside it and delay only the host's later
+        work (replay's --replay-compute sleep);
+      * `fill`: the host zeroes the gradients before forward and writes
+        every gradient before its hook (replay's copy of drawn values into
+        the gradients), one memory pass each;
+      * `stream`: the kernels stream the whole gradient, so each rate is
+        taken at the gradient's size (Rates.streaming), not its unit's;
       * the host stack copies every byte that moves during backward on the
-        rank's cores, so backward is that much longer;
-      * after backward the rank waits for each bucket in turn and decodes
-        it; then the update and the rest of the step (data, copies);
-      * the step is at least the rank's whole CPU work (compute, kernels,
-        the stack's copies of every byte), whatever the timeline says.
+        rank's cores, so backward is that much longer (with `sleep`, the
+        host's work during backward is);
+      * after backward the rank waits for each bucket in turn, decodes it
+        and copies it out of its fusion buffer; then the update and the rest
+        of the step (data, copies);
+      * the step is at least the rank's whole CPU work (the compute on the
+        cores, kernels, copies, the stack's copies of every byte), whatever
+        the timeline says.
 
     Small tensors (dense buckets) go through the fp32 ring. Returns
     (seconds, parts)."""
-    c = share_factor(k, cores) if compute_scale is None else compute_scale
+    share = share_factor(k, cores)
+    if stream:
+        rates = rates.streaming(sum(b.elements for b in buckets))
+    c = (1.0 if sleep else share) if compute_scale is None else compute_scale
     fwd, bwd, upd, other = (c * x for x in (compute.forward, compute.backward, compute.update, compute.other))
+    zero = share * rates.seconds("memcpy/kokkos", sum(b.elements for b in buckets)) if fill else 0.0
+    other += zero  # on the host, before forward
     preds = []
     for b in buckets:
         if b.compressed:
             preds.append(exchange(strategy, codec, b.elements, k, link, rates, cores))
         else:
             preds.append(exchange("allreduce", "fp32", b.elements, k, link, rates, cores))
+
+    def copy(b):  # a pass over a bucket, copying, at the memcpy rate of the rank's share of a core
+        return share * rates.seconds("memcpy/kokkos", b.elements)
+    fills = [copy(b) if fill else 0.0 for b in buckets]
+    copies = [copy(b) if b.tensors > 1 else 0.0 for b in buckets]  # into and out of the fusion buffer
     # The caller's calls into the exchanges during backward: a hook as each
     # bucket's gradients are pushed.
     provisional_end = fwd + bwd + sum(p.before for p in preds)
     calls = sorted(fwd + b.ready * bwd for b in buckets)
-    hooks = 0.0
+    hooks = 0.0   # the hooks' time so far (compute on the cores waits for it)
+    host = fwd    # when the rank's host is next free (backward starts after forward)
     link_free = 0.0
     starts, ends = [0.0] * len(buckets), [0.0] * len(buckets)
     deferred = {}  # bucket -> (index of the first phase left for the wait, time its data arrived)
     for i in sorted(range(len(buckets)), key=lambda j: buckets[j].ready):
         p = preds[i]
-        hooks += p.before
-        t = starts[i] = max(fwd + buckets[i].ready * bwd + hooks, link_free)
+        host = max(host + fills[i], fwd + buckets[i].ready * bwd + (0.0 if sleep else hooks))
+        host += copies[i] + p.before
+        hooks += copies[i] + p.before
+        t = starts[i] = max(host, link_free)
         for j, (cpu, net) in enumerate(p.segments):
             if j > 0:
-                call = next((c + hooks for c in calls if c + hooks >= t and c + hooks < provisional_end + hooks), None)
+                lag = 0.0 if sleep else hooks
+                call = next((x + lag for x in calls if t <= x + lag < provisional_end + lag), None)
                 if call is None:
                     deferred[i] = (j, t)
                     break
                 t = call + cpu
                 hooks += cpu
+                if sleep:
+                    host = max(host, t)
             t = max(t, link_free) + net
             link_free = t
         ends[i] = t
-    backward_end = fwd + bwd + hooks
+    busy = sum(fills) + hooks   # the host's work during backward
+    backward_end = max(fwd + bwd, host) if sleep else max(fwd + bwd + hooks, host)
     # The host stack copies every byte that moves while backward computes
     # on the rank's share of the cores (the progress thread's socket reads
     # and writes): backward is that much longer. Bytes that move while the
@@ -463,8 +582,8 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         span = ends[i] - starts[i]
         if span > 0:
             overlap = max(0.0, min(ends[i], backward_end) - starts[i])
-            stack += overlap / span * p.wire_bytes * link.gamma * share_factor(k, cores)
-    backward_end += stack
+            stack += overlap / span * p.wire_bytes * link.gamma * share
+    backward_end = max(fwd + bwd, host + stack) if sleep else backward_end + stack
     # In its waits the caller runs the phases left for it, bucket by bucket,
     # each once the data of the phase before has arrived (waiting for it).
     t_cpu = backward_end
@@ -480,20 +599,23 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
             link_free = t
         ends[i] = t
     t = t_cpu
-    for end, p in zip(ends, preds):
+    for end, p, cp in zip(ends, preds, copies):
         waited += max(0.0, end - t)
-        t = max(t, end) + p.after
+        t = max(t, end) + p.after + cp
     timeline = t + upd + other
-    # The rank's cores also bound the step: every kernel, the compute, and
-    # the host stack's copies of every byte run on them, whether or not the
-    # timeline above found the network free.
-    cpu_total = fwd + bwd + upd + other + hooks + sum(p.after + p.inside for p in preds) \
+    # The rank's cores also bound the step: every kernel, the compute on
+    # them, and the host stack's copies of every byte run on them, whether
+    # or not the timeline above found the network free.
+    cpu_total = (other if sleep else fwd + bwd + upd + other) + busy + sum(copies) \
+        + sum(p.after + p.inside for p in preds) \
         + sum(cpu for i in deferred for cpu, _ in preds[i].segments[deferred[i][0]:]) \
-        + sum(p.wire_bytes for p in preds) * link.gamma * share_factor(k, cores)
+        + sum(p.wire_bytes for p in preds) * link.gamma * share
     total = max(timeline, cpu_total)
     return total, {"cpu_bound": cpu_total > timeline, "forward_s": fwd, "backward_s": bwd, "hooks_s": hooks,
-                   "stack_s": stack, "exposed_s": waited, "after_s": sum(p.after for p in preds), "update_s": upd,
-                   "other_s": other, "compute_share": c, "wire_bytes": sum(p.wire_bytes for p in preds)}
+                   "fill_s": sum(fills), "zero_s": zero, "copies_s": 2 * sum(copies), "stack_s": stack, "exposed_s": waited,
+                   "after_s": sum(p.after for p in preds), "update_s": upd,
+                   "coding_s": sum(p.before + p.after + sum(cpu for cpu, _ in p.segments) for p in preds), "other_s": other, "compute_share": c,
+                   "wire_bytes": sum(p.wire_bytes for p in preds)}
 
 
 # ---------------------------------------------------------------------------
@@ -536,7 +658,6 @@ class Cluster:
         self.hbm = hbm
         self.update_bytes = param(params, "update_bytes_per_parameter")
         self.fusion = int(param(params, "fusion_bytes"))
-        self._buckets = {}
 
     def link(self, k, gbit):
         """A flat ring over K GPUs runs at its slowest hop: NVLink inside one
@@ -545,41 +666,70 @@ class Cluster:
             return self.intra
         return Link(self.inter_alpha, 8.0 / (gbit * 1e9), self.gamma, 0, "%g Gbit/s" % gbit)
 
-    def compute(self, parameters, batch):
-        """Forward 2 FLOPs per parameter and sample, backward the rest, the
-        update bound by memory."""
+    def workload(self, parameters, batch, name=""):
+        """A model of `parameters` parameters as the parameter file sizes it:
+        forward 2 FLOPs per parameter and sample, backward the rest, the
+        update bound by memory; buckets of the fusion size, ready at even
+        steps of backward (layers of equal cost, in reverse order)."""
         fwd = 2.0 * parameters * batch / self.flops
         bwd = (self.flops_per_param - 2.0) * parameters * batch / self.flops
-        return Compute(fwd, bwd, self.update_bytes * parameters / self.hbm, 0.0)
-
-    def buckets(self, parameters):
-        """Buckets of the fusion size, ready at even steps of backward (layers
-        of equal cost, in reverse order)."""
-        if parameters not in self._buckets:
-            self._buckets[parameters] = self._make_buckets(parameters)
-        return self._buckets[parameters]
-
-    def _make_buckets(self, parameters):
+        compute = Compute(fwd, bwd, self.update_bytes * parameters / self.hbm, 0.0)
         per = self.fusion // 4
         n = max(1, int(math.ceil(parameters / float(per))))
-        return [Bucket(min(per, parameters - i * per), True, (i + 1) / float(n)) for i in range(n)]
+        buckets = [Bucket(min(per, parameters - i * per), True, (i + 1) / float(n)) for i in range(n)]
+        return Workload(name or str(parameters), parameters, batch, compute, lambda align: buckets,
+                        "%g FLOP per parameter and sample at %g TFLOP/s" % (self.flops_per_param, self.flops / 1e12))
+
+    def described(self, desc):
+        """A described model (Description) on this machine: its tensors
+        bucketed as the Bucketer does at the fusion size, its phase times
+        rescaled to this machine's FLOP rate where they were derived from
+        FLOPs at another rate, taken as they are where measured."""
+        scale, how = 1.0, "as described (%s on %s)" % (desc.times_source, desc.device)
+        if desc.times_source == "flops" and desc.flops_rate:
+            scale = desc.flops_rate / self.flops
+            how = "derived from FLOPs at %g TFLOP/s, rescaled to %g" % (desc.flops_rate / 1e12, self.flops / 1e12)
+        return Workload(desc.model, desc.parameters(), desc.batch, desc.step_compute(scale),
+                        lambda align: desc.buckets(self.fusion, 10000, align), how)
 
 
-def project_step(cluster, parameters, batch, k, gbit, strategy, codec, bits):
+class Workload:
+    """What one step of a model brings to a projection: its compute and its
+    buckets for a codec whose quantization buckets pad tensors to `align`
+    elements (buckets(align))."""
+
+    def __init__(self, name, parameters, batch, compute, buckets, compute_source=""):
+        self.name, self.parameters, self.batch = name, parameters, batch
+        self.compute = compute
+        self.compute_source = compute_source
+        self._buckets, self._plans = buckets, {}
+
+    def buckets(self, align):
+        if align not in self._plans:
+            self._plans[align] = self._buckets(align)
+        return self._plans[align]
+
+
+PROJECTED_D = 512   # the quantization bucket size d of the projected codecs (bits_per_dim was measured at it)
+
+
+def project_step(cluster, work, k, gbit, strategy, codec, bits):
+    """One step of `work` (a Workload) on K GPUs of the cluster at `gbit`
+    Gbit/s per GPU between nodes."""
     rates = cluster.rates[bits] if bits else cluster.plain
-    return step_time(cluster.buckets(parameters), cluster.compute(parameters, batch), k, cluster.link(k, gbit),
-                     rates, cores=k, strategy=strategy, codec=codec, compute_scale=1.0)
+    return step_time(work.buckets(PROJECTED_D if bits else 1), work.compute, k, cluster.link(k, gbit), rates,
+                     cores=k, strategy=strategy, codec=codec, compute_scale=1.0)
 
 
 PAYS = 0.01   # compression "pays" while it makes the step at least 1% faster
 
 
-def break_even(cluster, parameters, batch, k, strategy, codec, bits, ref, lo=0.01, hi=1.0e5):
+def break_even(cluster, work, k, strategy, codec, bits, ref, lo=0.01, hi=1.0e5):
     """The link rate (Gbit/s) above which `strategy` stops making the step at
     least 1% faster than the reference configuration `ref` (strategy, codec):
     None when it pays at every rate up to `hi`, 0 when at none down to `lo`."""
-    return pays_below(lambda g: project_step(cluster, parameters, batch, k, g, ref[0], ref[1], None)[0],
-                      lambda g: project_step(cluster, parameters, batch, k, g, strategy, codec, bits)[0], lo, hi)
+    return pays_below(lambda g: project_step(cluster, work, k, g, ref[0], ref[1], None)[0],
+                      lambda g: project_step(cluster, work, k, g, strategy, codec, bits)[0], lo, hi)
 
 
 def sign_verdict(predicted_speedup, measured_speedups):

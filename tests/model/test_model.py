@@ -240,6 +240,122 @@ class Steps(unittest.TestCase):
         self.assertAlmostEqual(total, cpu, places=12)
 
 
+class Replay(unittest.TestCase):
+    """The model of a replayed step: the Bucketer's plan of a description's
+    tensors, compute that sleeps (a GPU's) or spins, replay's gradient writes."""
+    COMPUTE = qm.Compute(forward=0.010, backward=0.020, update=0.001, other=0.0)
+
+    def test_plan_follows_the_bucketer_by_hand(self):
+        # Cap 2^21 floats (8 MiB). Tensors in backward order: a small one goes to the
+        # dense bucket open at the time, a large one joins the open compressed bucket
+        # unless that would take it past the cap; a tensor above the cap is alone.
+        sizes = [100, 600000, 500000, 50, (1 << 21) + 7, 300000, 20, 10000]
+        plan = qm.plan_buckets(sizes, fusion_bytes=8 << 20, layer_filter=10000, align=512)
+        pad = lambda n: (n + 511) // 512 * 512  # noqa: E731
+        self.assertEqual(plan, [(170, False, [0, 3, 6]),
+                                (pad(600000) + pad(500000), True, [1, 2]),
+                                (pad((1 << 21) + 7), True, [4]),
+                                (pad(300000) + pad(10000), True, [5, 7])])
+
+    def test_plan_without_quantization_pads_nothing(self):
+        plan = qm.plan_buckets([600000, 500000], fusion_bytes=8 << 20, align=1)
+        self.assertEqual(plan, [(1100000, True, [0, 1])])
+
+    def description(self):
+        return qm.Description({"format": "qsgd-model-description", "version": 1, "model": "toy", "batch": 8,
+                               "times": {"source": "flops", "device": "cuda", "forward_s": 0.01, "backward_s": 0.02,
+                                         "optimizer_s": 0.001, "data_s": 0.0, "flops_rate": 1e12},
+                               "tensors": [{"name": "a", "shape": [10], "ready_s": 0.001},
+                                           {"name": "b", "shape": [1000, 600], "ready_s": 0.004},
+                                           {"name": "c", "shape": [500000], "ready_s": 0.010},
+                                           {"name": "d", "shape": [20], "ready_s": 0.019}]}, "toy.json")
+
+    def test_a_bucket_is_ready_with_its_last_tensor(self):
+        d = self.description()
+        self.assertEqual(d.compute, "sleep")
+        self.assertEqual(d.parameters(), 10 + 600000 + 500000 + 20)
+        b = d.buckets(fusion_bytes=8 << 20, align=512)
+        self.assertEqual([(x.elements, x.compressed, x.tensors) for x in b],
+                         [(30, False, 2), (600064 + 500224, True, 2)])
+        self.assertAlmostEqual(b[0].ready, 0.019 / 0.02)
+        self.assertAlmostEqual(b[1].ready, 0.010 / 0.02)
+
+    def test_a_description_without_its_fields_is_named(self):
+        with self.assertRaisesRegex(qm.ModelError, "bad.json: not a qsgd-model-description"):
+            qm.Description({"format": "x"}, "bad.json")
+        with self.assertRaisesRegex(qm.ModelError, "bad.json: a field is missing"):
+            qm.Description({"format": "qsgd-model-description", "model": "m", "batch": 1, "times": {}}, "bad.json")
+
+    def step(self, buckets, sleep, fill=False, link=None, strategy="allgather"):
+        return qm.step_time(buckets, self.COMPUTE, 2, link or qm.Link(0.0, 1e-9), stub_rates(), cores=4,
+                            strategy=strategy, codec="fixed", sleep=sleep, fill=fill)
+
+    def test_hooks_delay_compute_on_the_cores_but_not_a_gpus(self):
+        # Encoding 2^20 elements at 4 GB/s takes 1.049 ms in the hook: on the cores backward is that
+        # much longer; sleeping, backward (a GPU's) goes on beside it.
+        b = [qm.Bucket(1 << 20, True, 0.25)]
+        _, cpu = self.step(b, sleep=False)
+        _, gpu = self.step(b, sleep=True)
+        enc = 4.0 * (1 << 20) / 4e9
+        self.assertAlmostEqual(cpu["hooks_s"], enc, places=12)
+        self.assertAlmostEqual(gpu["hooks_s"], enc, places=12)
+        # Both end backward's compute at 30 ms; only the cores' step carries the hook in it.
+        total_cpu, _ = self.step(b, sleep=False)
+        total_gpu, _ = self.step(b, sleep=True)
+        self.assertAlmostEqual(total_cpu - total_gpu, enc, places=12)
+
+    def test_compute_that_sleeps_is_not_the_cores_work(self):
+        # An unshaped link with a slow stack: on the cores the step is bound by compute plus the
+        # stack's copies; sleeping, the compute is not the cores' and the timeline decides.
+        stack = qm.Link(0.0, 0.0, 1e-8)
+        b = [qm.Bucket(1 << 20, False, 0.0)]
+        total_cpu, cpu = self.step(b, sleep=False, link=stack)
+        total_gpu, gpu = self.step(b, sleep=True, link=stack)
+        self.assertTrue(cpu["cpu_bound"])
+        self.assertFalse(gpu["cpu_bound"])
+        self.assertLess(total_gpu, total_cpu)
+
+    def test_gradient_writes_hold_back_a_hook_only_when_longer_than_backward_before_it(self):
+        # Replay zeroes the gradients before forward and writes each bucket's gradients before its
+        # hook: a memcpy pass each, 1.049 ms for 2^20 floats at 4 GB/s. The zeroing always adds to
+        # the step; the writes of a bucket ready 10 ms into backward fit before it, those of a
+        # bucket ready at once delay its hook, and with it a transfer that is exposed anyway.
+        pass_s = 4.0 * (1 << 20) / 4e9
+        late = [qm.Bucket(1 << 20, True, 0.5)]
+        t0, _ = self.step(late, sleep=True)
+        t1, p1 = self.step(late, sleep=True, fill=True)
+        self.assertAlmostEqual(p1["fill_s"], pass_s, places=12)
+        self.assertAlmostEqual(p1["zero_s"], pass_s, places=12)
+        self.assertAlmostEqual(t1 - t0, pass_s, places=12)
+        early = [qm.Bucket(1 << 20, True, 0.0)]
+        slow = qm.Link(0.0, 1e-7)  # 4.5 MB at 10 MB/s: exposed however it starts
+        e0, _ = self.step(early, sleep=True, link=slow)
+        e1, _ = self.step(early, sleep=True, fill=True, link=slow)
+        self.assertAlmostEqual(e1 - e0, 2 * pass_s, places=9)
+
+    def test_a_step_that_streams_its_gradient_codes_at_the_rate_out_of_cache(self):
+        # Rates measured at 2^20 (in cache) and 2^24 (out of it): a step over 2^24 elements in
+        # buckets of 2^20 codes at the 2^24 rate when it streams, at the 2^20 rate otherwise.
+        fast, slow = 8e9, 2e9
+        names = ["memcpy/kokkos", "encode/fixed", "decode_accumulate/fixed", "decode/fixed"]
+        rates = qm.Rates({k: {1 << 20: fast, 1 << 24: slow} for k in names}, {"fixed": 6.0})
+        buckets = [qm.Bucket(1 << 20, True, 1.0) for _ in range(16)]
+        link = qm.Link(0.0, 1e-12)
+        _, cached = qm.step_time(buckets, self.COMPUTE, 2, link, rates, 4, "allgather", "fixed", sleep=True)
+        _, streamed = qm.step_time(buckets, self.COMPUTE, 2, link, rates, 4, "allgather", "fixed", sleep=True,
+                                   stream=True)
+        self.assertAlmostEqual(streamed["coding_s"] / cached["coding_s"], fast / slow, places=9)
+
+    def test_a_fused_bucket_is_copied_in_and_out(self):
+        one = [qm.Bucket(1 << 20, True, 1.0, tensors=1)]
+        two = [qm.Bucket(1 << 20, True, 1.0, tensors=2)]
+        t1, _ = self.step(one, sleep=True)
+        t2, p2 = self.step(two, sleep=True)
+        copy = 4.0 * (1 << 20) / 4e9
+        self.assertAlmostEqual(p2["copies_s"], 2 * copy, places=12)
+        self.assertAlmostEqual(t2 - t1, 2 * copy, places=9)
+
+
 class Signs(unittest.TestCase):
     def test_a_sign_agrees_only_when_every_round_is_on_the_predicted_side(self):
         self.assertEqual(qm.sign_verdict(1.20, [1.15, 1.30, 1.02]), "agrees")
@@ -343,12 +459,13 @@ class Projection(unittest.TestCase):
     def test_compression_pays_below_the_break_even_rate_and_not_above(self):
         c = qm.Cluster(self.params())
         n, b, k = 100_000_000, 32, 64
-        be = qm.break_even(c, n, b, k, "scatter-reduce", "fixed", "4", ("allreduce16", "bf16"))
+        w = c.workload(n, b)
+        be = qm.break_even(c, w, k, "scatter-reduce", "fixed", "4", ("allreduce16", "bf16"))
         self.assertIsNotNone(be)
         self.assertGreater(be, 0.0)
         for g, pays in ((be / 2, True), (be * 2, False)):
-            q = qm.project_step(c, n, b, k, g, "scatter-reduce", "fixed", "4")[0]
-            ref = qm.project_step(c, n, b, k, g, "allreduce16", "bf16", None)[0]
+            q = qm.project_step(c, w, k, g, "scatter-reduce", "fixed", "4")[0]
+            ref = qm.project_step(c, w, k, g, "allreduce16", "bf16", None)[0]
             self.assertEqual(ref / q > 1.0 + qm.PAYS, pays, "at %g Gbit/s" % g)
 
 
