@@ -53,14 +53,16 @@
 #                     K = 4 runs (measure.sh --parts signs), judged by qsgd-model validate
 #                     results/reference/model --signs (~15 min; after the model table)
 #     model-projection  qsgd-model project on benchmarks/model/params/h200-cluster.json: the
-#                     projection (JSON, text) and its heat map (PNG) (~5 s)
+#                     projection (JSON, text) and its heat map (PNG), of the parameter file's
+#                     model sizes and of the bundled descriptions (projection-models.*) (~10 s)
 #     replay-validation  replay against real training: the MLP's real runs, the replays of their
 #                     own descriptions and the real runs again, back to back
 #                     (benchmarks/replay/validate.sh) (~22 min)
 #     replay-models   ResNet-50, ViT-B/16, BERT-base and BERT-large replayed from their bundled
 #                     descriptions: shared memory and 1 Gbit/s at K = 2 and 4, 10 Gbit/s at K = 2;
-#                     fp32 ring, bf16, 4- and 2-bit QSGD, rANS, PowerSGD r = 4, with the links'
-#                     ceilings (benchmarks/replay/results.sh) (~1 h)
+#                     fp32 ring, bf16, 4- and 2-bit QSGD, rANS, PowerSGD r = 4, with the model's
+#                     calibration and the links' ceilings (benchmarks/replay/results.sh); the
+#                     tables of the runs and of qsgd-model replay's predictions of them (~1 h)
 #   (default: all but tta, accuracy, feedback, powersgd and the replay tables)
 # Needs root (network namespaces), the release build and PyTorch
 # (scripts/install-deps.sh --python --torch). Run on an otherwise idle machine:
@@ -210,7 +212,11 @@ for t in "${tables[@]}"; do
     model-projection)
       fresh "$t"
       benchmarks/model/qsgd-model project benchmarks/model/params/h200-cluster.json --json "$ref/$t/projection.json" \
-        --heatmap "$ref/$t/heatmap.png" > "$ref/$t/projection.txt" ;;
+        --heatmap "$ref/$t/heatmap.png" > "$ref/$t/projection.txt"
+      described=""
+      for m in resnet50 vit_b_16 bert-base bert-large; do described+="${described:+,}benchmarks/replay/models/$m.json"; done
+      benchmarks/model/qsgd-model project benchmarks/model/params/h200-cluster.json --model-file "$described" \
+        --json "$ref/$t/projection-models.json" --heatmap "$ref/$t/heatmap-models.png" > "$ref/$t/projection-models.txt" ;;
     replay-validation)
       rm -rf "${ref:?}/$t"
       benchmarks/replay/validate.sh "$ref/$t" --build "$root/build/release" ;;   # writes its own COMMAND and machine.json

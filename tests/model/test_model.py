@@ -613,6 +613,54 @@ class Command(unittest.TestCase):
             for x in b["at_measured_rates"]:
                 self.assertEqual(x["agree"], (x["measured_speedup"] > 1.01) == (x["predicted_speedup"] > 1.01))
 
+    REPLAY = os.path.join(REPO, "results", "reference", "replay-models")
+
+    def test_replay_predicts_every_replayed_run_but_powersgd(self):
+        _, doc = self.run_json("replay", self.REPLAY)
+        traces = [t for t in all_traces(self.REPLAY) if not t.startswith("calibration")]
+        psgd = [t for t in traces if "powersgd" in t]
+        self.assertGreater(len(psgd), 0)
+        self.assertEqual(sorted(x["file"] for x in doc["skipped"]), sorted(psgd))
+        self.assertEqual(sorted(r["file"] for r in doc["steps"]), sorted(t for t in traces if t not in psgd))
+        for r in doc["steps"]:
+            self.assertAlmostEqual(r["error"], r["predicted_s"] / r["measured_s"] - 1.0, places=12)
+            self.assertEqual(r["within_spread"], abs(r["error"]) <= r["step_spread"])
+            self.assertEqual(r["compute"], "sleep")  # the bundled descriptions are a GPU's
+            self.assertGreater(r["predicted_parts"]["fill_s"], 0.0)
+        self.assertEqual(doc["step_errors"]["rows"], len(doc["steps"]))
+
+    def test_replay_stops_when_the_bucketers_plan_is_not_the_models(self):
+        import h5py
+        src = os.path.join(self.REPLAY, "resnet50-1gbit-K2-allgather-fixed-4bit.h5")
+        with tempfile.TemporaryDirectory() as tmp:
+            dst = os.path.join(tmp, "resnet50-1gbit-K2-allgather-fixed-4bit.h5")
+            with open(src, "rb") as f, open(dst, "wb") as g:
+                g.write(f.read())
+            with h5py.File(dst, "r+") as f:
+                plan = json.loads(f.attrs["bucket_plan"])
+                plan[1]["elements"] += 512
+                f.attrs["bucket_plan"] = json.dumps(plan)
+            r = self.run_model("replay", tmp, "--calibration", os.path.join(self.REPLAY, "calibration"))
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("plan_buckets no longer follows comm/src/bucketer.cpp", r.stderr)
+
+    def test_replay_names_a_missing_calibration(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = self.run_model("replay", self.REPLAY, "--calibration", os.path.join(tmp, "none"))
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("no calibration directory", r.stderr)
+
+    def test_project_takes_described_models(self):
+        files = [os.path.join(REPO, "benchmarks", "replay", "models", m + ".json") for m in ("resnet50", "bert-base")]
+        r, doc = self.run_json("project", Projection.PARAMS, "--model-file", ",".join(files))
+        self.assertEqual({x["model"] for x in doc["steps"]}, {"resnet50", "bert-base"})
+        self.assertEqual(doc["model_files"], files)
+        self.assertIn("rescaled to", doc["compute"]["resnet50"])  # derived from FLOPs at 400 TFLOP/s
+        with open(files[0]) as f:
+            n = sum(math.prod(t["shape"]) for t in json.load(f)["tensors"])
+        self.assertEqual(next(x["parameters"] for x in doc["steps"] if x["model"] == "resnet50"), n)
+        self.assertTrue(any(b["model"] == "bert-base" for b in doc["break_even"]))
+
     def test_validate_limits_set_the_exit_status(self):
         r = self.run_model("validate", self.DATA, "--max-error", "0")
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
