@@ -489,6 +489,44 @@ class Compute:
         self.forward, self.backward, self.update, self.other = forward, backward, update, other
 
 
+def _stack_during(preds, starts, ends, until, per_byte):
+    """The host stack's CPU for the bytes that move before `until`: it
+    copies every byte that moves while backward computes on the rank's share
+    of the cores (the progress thread's socket reads and writes), so
+    backward is that much longer. Bytes that move while the rank waits cost
+    it nothing more than the wait. Each bucket's bytes are taken to move
+    evenly between its start and end."""
+    stack = 0.0
+    for p, start, end in zip(preds, starts, ends):
+        if end > start:
+            stack += max(0.0, min(end, until) - start) / (end - start) * p.wire_bytes * per_byte
+    return stack
+
+
+def _waits(buckets, preds, deferred, ends, copies, t_cpu, link_free):
+    """After backward (t_cpu): in its waits the caller runs the phases left
+    for it, bucket by bucket, each once the data of the phase before has
+    arrived (waiting for it); then it waits for each bucket in turn, decodes
+    it and copies it out of its fusion buffer. Returns (the time it is done,
+    the time it waited); `ends` is updated."""
+    waited = 0.0
+    for i in sorted(deferred, key=lambda j: buckets[j].ready):
+        first, arrived = deferred[i]
+        waited += max(0.0, arrived - t_cpu)
+        t_cpu = max(t_cpu, arrived)
+        t = t_cpu
+        for cpu, net in preds[i].segments[first:]:
+            t_cpu = t = t + cpu
+            t = max(t, link_free) + net
+            link_free = t
+        ends[i] = t
+    t = t_cpu
+    for end, p, cp in zip(ends, preds, copies):
+        waited += max(0.0, end - t)
+        t = max(t, end) + p.after + cp
+    return t, waited
+
+
 def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_scale=None, sleep=False,
               fill=False, stream=False):
     """One training step of a rank among K, replayed from its parts:
@@ -520,7 +558,9 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         of the step (data, copies);
       * the step is at least the rank's whole CPU work (the compute on the
         cores, kernels, copies, the stack's copies of every byte), whatever
-        the timeline says.
+        the timeline says; with compute on the cores, the part of that
+        surplus that is the stack's copies of bytes moved after backward
+        is time the rank waits (exposed).
 
     Small tensors (dense buckets) go through the fp32 ring. Returns
     (seconds, parts)."""
@@ -573,35 +613,9 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         ends[i] = t
     busy = sum(fills) + hooks   # the host's work during backward
     backward_end = max(fwd + bwd, host) if sleep else max(fwd + bwd + hooks, host)
-    # The host stack copies every byte that moves while backward computes
-    # on the rank's share of the cores (the progress thread's socket reads
-    # and writes): backward is that much longer. Bytes that move while the
-    # rank waits cost it nothing more than the wait.
-    stack = 0.0
-    for i, p in enumerate(preds):
-        span = ends[i] - starts[i]
-        if span > 0:
-            overlap = max(0.0, min(ends[i], backward_end) - starts[i])
-            stack += overlap / span * p.wire_bytes * link.gamma * share
+    stack = _stack_during(preds, starts, ends, backward_end, link.gamma * share)
     backward_end = max(fwd + bwd, host + stack) if sleep else backward_end + stack
-    # In its waits the caller runs the phases left for it, bucket by bucket,
-    # each once the data of the phase before has arrived (waiting for it).
-    t_cpu = backward_end
-    waited = 0.0
-    for i in sorted(deferred, key=lambda j: buckets[j].ready):
-        first, arrived = deferred[i]
-        waited += max(0.0, arrived - t_cpu)
-        t_cpu = max(t_cpu, arrived)
-        t = t_cpu
-        for cpu, net in preds[i].segments[first:]:
-            t_cpu = t = t + cpu
-            t = max(t, link_free) + net
-            link_free = t
-        ends[i] = t
-    t = t_cpu
-    for end, p, cp in zip(ends, preds, copies):
-        waited += max(0.0, end - t)
-        t = max(t, end) + p.after + cp
+    t, waited = _waits(buckets, preds, deferred, ends, copies, backward_end, link_free)
     timeline = t + upd + other
     # The rank's cores also bound the step: every kernel, the compute on
     # them, and the host stack's copies of every byte run on them, whether
@@ -611,7 +625,13 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         + sum(cpu for i in deferred for cpu, _ in preds[i].segments[deferred[i][0]:]) \
         + sum(p.wire_bytes for p in preds) * link.gamma * share
     total = max(timeline, cpu_total)
-    return total, {"cpu_bound": cpu_total > timeline, "forward_s": fwd, "backward_s": bwd, "hooks_s": hooks,
+    if not sleep and cpu_total > timeline:
+        # The cores bound the step and compute is on them: what the
+        # timeline could not absorb is the stack's copies of bytes that
+        # moved after backward, which the rank waits for; the rest of the
+        # surplus is its own kernels.
+        waited += min(cpu_total - timeline, max(0.0, sum(p.wire_bytes for p in preds) * link.gamma * share - stack))
+    return total, {"cpu_bound": cpu_total > timeline, "timeline_s": timeline, "forward_s": fwd, "backward_s": bwd, "hooks_s": hooks,
                    "fill_s": sum(fills), "zero_s": zero, "copies_s": 2 * sum(copies), "stack_s": stack, "exposed_s": waited,
                    "after_s": sum(p.after for p in preds), "update_s": upd,
                    "coding_s": sum(p.before + p.after + sum(cpu for cpu, _ in p.segments) for p in preds), "other_s": other, "compute_share": c,

@@ -355,6 +355,32 @@ class Replay(unittest.TestCase):
         self.assertAlmostEqual(p2["copies_s"], 2 * copy, places=12)
         self.assertAlmostEqual(t2 - t1, 2 * copy, places=9)
 
+    def test_a_step_bound_by_the_stack_waits_for_the_copies_backward_could_not_hold(self):
+        # 2^20 floats through the fp32 ring at K = 2 on a link whose only cost is the stack
+        # (1e-8 s per byte), ready half-way through backward (t = 20 ms). By hand: its 4 MiB take
+        # net = 41.9 ms of stack CPU plus half a pass of additions; the part of the stack's copies
+        # before backward's end (30 ms) lengthens backward; the rank then waits for the rest of
+        # the transfer. The cores bound the step (compute, the ring's passes, every byte's copy),
+        # and the part of that surplus that is the stack's copies of bytes moved after backward
+        # is time waited too.
+        link = qm.Link(0.0, 0.0, 1e-8)
+        copy = 4.0 * (1 << 20) / 4e9
+        net = 4.0 * (1 << 20) * 1e-8
+        seg = net + 0.5 * copy
+        start, end = 0.020, 0.020 + seg
+        in_backward = (0.030 - start) / seg * net
+        waited = end - (0.030 + in_backward)
+        timeline = end + copy + 0.001
+        cpu = 0.031 + 1.5 * copy + net
+        total, parts = self.step([qm.Bucket(1 << 20, False, 0.5)], sleep=False, link=link)
+        self.assertTrue(parts["cpu_bound"])
+        self.assertAlmostEqual(parts["timeline_s"], timeline, places=12)
+        self.assertAlmostEqual(total, cpu, places=12)
+        self.assertAlmostEqual(parts["exposed_s"], waited + min(cpu - timeline, net - in_backward), places=12)
+        # Sleeping, the surplus is the host's own work: nothing is added to the waits.
+        _, slept = self.step([qm.Bucket(1 << 20, False, 0.5)], sleep=True, link=link)
+        self.assertLess(slept["exposed_s"], parts["exposed_s"])
+
 
 class Signs(unittest.TestCase):
     def test_a_sign_agrees_only_when_every_round_is_on_the_predicted_side(self):
