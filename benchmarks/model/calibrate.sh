@@ -4,9 +4,9 @@
 # touched):
 #
 #   kernels.json       qsgd-bench-kernels at n = 2^20 (an allgather piece), 2^22 (the
-#                      exchanges' size) and 2^24 (64 MiB, data out of the caches), one
-#                      core, 3 repetitions: the coding rates at the first of --levels;
-#                      kernels-s<S>.json at each other level
+#                      exchanges' size) and, with --kernel-max 16777216, 2^24 (64 MiB,
+#                      data out of the caches), one core, 3 repetitions: the coding rates
+#                      at the first of --levels; kernels-s<S>.json at each other level
 #   fit-LINK.json      fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at 100mbit
 #                      and below), one file per link: alpha and the cost per byte are
 #                      fitted on these rows only
@@ -20,8 +20,8 @@
 #   links.json         the tbf burst of every emulated link (netlab.sh --burst-of)
 #   machine.json       CPU, cores, compiler, MPI
 #
-#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--levels LIST] [--parts LIST]
-#                                 [--build DIR]
+#   benchmarks/model/calibrate.sh --out DIR [--link LIST] [--ranks LIST] [--levels LIST]
+#                                 [--kernel-max N] [--parts LIST] [--build DIR]
 #     --out DIR     where the files go (required)
 #     --link LIST   links to fit (local,unshaped,1gbit): local (shared memory),
 #                   unshaped, <N>gbit, <N>mbit (emulated: netlab.sh). A rate
@@ -29,6 +29,9 @@
 #     --ranks LIST  K values whose link ceiling is measured on each emulated rate (2)
 #     --levels LIST quantization levels s the kernel rates are measured at (16; 4 is
 #                   2-bit QSGD, 16 4-bit)
+#     --kernel-max N  the largest n of the kernel rates, elements (4194304 = 2^22;
+#                   16777216 adds 2^24, the rates of a gradient that streams from
+#                   memory: qsgd-model replay takes them)
 #     --parts LIST  what to measure: kernels, fits (with links.json and the stack's
 #                   CPU of every emulated rate), ceilings
 #                   (kernels,fits,ceilings)
@@ -36,8 +39,8 @@
 #                   benchmarks/qsgd-bench-exchange (default build/release)
 #     -h, --help    this text
 #
-# About 150 s for the kernels per level, 20-60 s per link and 10-40 s per
-# ceiling on a 2-core machine. Needs root for emulated links (network
+# About 100 s for the kernels per level (150 s with 2^24), 20-60 s per link
+# and 10-40 s per ceiling on a 2-core machine. Needs root for emulated links (network
 # namespaces). Run on an otherwise idle
 # machine: the numbers are timings.
 set -euo pipefail
@@ -46,6 +49,7 @@ out=""
 links="local,unshaped,1gbit"
 ranks="2"
 levels="16"
+kernel_max=4194304
 parts="kernels,fits,ceilings"
 build="$root/build/release"
 while [ $# -gt 0 ]; do
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
     --link) links="${2:?--link needs a list}"; shift 2 ;;
     --ranks) ranks="${2:?--ranks needs a list}"; shift 2 ;;
     --levels) levels="${2:?--levels needs a list}"; shift 2 ;;
+    --kernel-max) kernel_max="${2:?--kernel-max needs a number of elements}"; shift 2 ;;
     --parts) parts="${2:?--parts needs a list}"; shift 2 ;;
     --build) build="${2:?--build needs a directory}"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
@@ -61,6 +66,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$out" ] || { echo "calibrate.sh: --out DIR is required (see --help)" >&2; exit 2; }
+[[ "$kernel_max" =~ ^[0-9]+$ ]] && [ "$kernel_max" -ge 1048576 ] ||
+  { echo "calibrate.sh: --kernel-max takes a number of elements >= 1048576, got '$kernel_max'" >&2; exit 2; }
 bin="$build/benchmarks"
 net="$root/benchmarks/scaling/netlab.sh"
 for p in qsgd-bench-kernels qsgd-bench-exchange; do
@@ -91,7 +98,7 @@ if has_part kernels; then
     name=kernels-s$s
     [ "$first" = 1 ] && name=kernels
     first=0
-    taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_s="$s" --qsgd_n_min=1048576 --qsgd_n_max=16777216 \
+    taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_s="$s" --qsgd_n_min=1048576 --qsgd_n_max="$kernel_max" \
       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
       --benchmark_filter='memcpy/kokkos|^quantize|^encode/|^decode_accumulate/|^decode/' \
       --benchmark_out="$out/$name.json" --benchmark_out_format=json > "$out/$name.txt" 2>&1 \

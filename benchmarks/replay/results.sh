@@ -9,7 +9,7 @@
 # and scatter-reduce, the table shows the faster), 4-bit QSGD with the rANS
 # code (both strategies) and PowerSGD of rank 4 with its error feedback.
 # Before the first run, what qsgd-model is calibrated on (calibrate.sh: the
-# coding rates at s = 16 and 4, fp32 ring fits of shared memory, unshaped,
+# coding rates at s = 16 and 4 up to 2^24 elements, fp32 ring fits of shared memory, unshaped,
 # 1 and 10 Gbit/s links, and the link ceiling of every emulated rate at K = 2
 # and 4, one 64 MiB ring of K ranks) into OUT/calibration, which qsgd-summary
 # and qsgd-model replay read; after the last, the ceilings again
@@ -68,7 +68,7 @@ fi
 
 calibrate() {  # calibrate DIR PARTS: calibrate.sh on every link of the runs, ceilings at K = 2 and 4
   local cmd=("$root/benchmarks/model/calibrate.sh" --out "$1" --parts "$2" --link local,unshaped,1gbit,10gbit
-             --ranks 2,4 --levels 16,4 --build "$build")
+             --ranks 2,4 --levels 16,4 --kernel-max 16777216 --build "$build")
   if [ "$dry" = 1 ]; then echo "${cmd[*]}"; return; fi
   "${cmd[@]}"
 }
