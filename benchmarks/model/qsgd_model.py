@@ -451,12 +451,8 @@ class Description:
             self.batch = int(doc["batch"])
             self.forward, self.backward = float(times["forward_s"]), float(times["backward_s"])
             self.optimizer, self.data = float(times["optimizer_s"]), float(times.get("data_s", 0.0))
-            self.tensors = []
-            for t in doc["tensors"]:
-                n = 1
-                for x in t["shape"]:
-                    n *= int(x)
-                self.tensors.append((str(t["name"]), n, float(t["ready_s"])))
+            self.tensors = [(str(t["name"]), math.prod(int(x) for x in t["shape"]), float(t["ready_s"]))
+                            for t in doc["tensors"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError("%s: a field is missing or malformed (%s)" % (where, e))
         if not self.tensors or self.backward <= 0:
