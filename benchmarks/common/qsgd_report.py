@@ -253,3 +253,68 @@ def kernel_medians(doc):
     """{kernel name: its median row} (kernel_medians_by_size); with several
     sizes the largest one."""
     return {name: rows[max(rows)] for name, rows in kernel_medians_by_size(doc).items()}
+
+
+# ---- committed traces: one archive per results folder ----
+#
+# A results folder keeps its HDF5 traces in one solid archive, TRACES_ARCHIVE
+# (scripts/pack-results writes it): the traces of one table share their
+# metadata and compress 2.2-12.5x together, which keeps a checkout small
+# enough to travel to a GPU node whole (docs/gpu.md). Readers call
+# unpack_traces on a folder first: it writes the archive's traces beside it
+# (git ignores them) and leaves files already there alone.
+TRACES_ARCHIVE = "traces.tar.xz"
+TRACE_MAX_BYTES = 1 << 30  # one trace; a larger member is refused, not written
+
+
+def unpack_traces(path):
+    """Writes the traces of every TRACES_ARCHIVE under path (a folder, or a
+    file whose folder is searched) and of the nearest one above it that are
+    not already there; returns path.
+    Each trace is written to a temporary name and renamed, so a reader beside
+    it sees the whole file or none. A member that is not a plain *.h5 file
+    under its folder, or a file already there whose size differs from the
+    archive's member (a new run not yet packed), is an error that names both."""
+    import os
+    import tarfile
+    import tempfile
+    top = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+    archives = [os.path.join(root, TRACES_ARCHIVE) for root, _, files in os.walk(top) if TRACES_ARCHIVE in files]
+    up = os.path.dirname(top)  # a subfolder of a packed folder (model/steps): the archive above it
+    while up != os.path.dirname(up) and not os.path.exists(os.path.join(up, ".git")):
+        if os.path.isfile(os.path.join(up, TRACES_ARCHIVE)):
+            archives.append(os.path.join(up, TRACES_ARCHIVE))
+            break
+        up = os.path.dirname(up)
+    for archive in archives:
+        root = os.path.dirname(archive)
+        with tarfile.open(archive, "r:xz") as tar:
+            for m in tar:
+                name = os.path.normpath(m.name)
+                if (not m.isfile() or not name.endswith(".h5") or name.startswith(("..", "/"))
+                        or m.size > TRACE_MAX_BYTES):
+                    raise ValueError("%s: member '%s' is not a trace (*.h5, a plain file under its folder, "
+                                     "at most %d bytes)" % (archive, m.name, TRACE_MAX_BYTES))
+                dest = os.path.join(root, name)
+                if os.path.exists(dest):
+                    if os.path.getsize(dest) != m.size:
+                        raise ValueError("%s differs from its copy in %s (%d bytes against %d): a run not yet "
+                                         "packed (scripts/pack-results %s), or remove the file"
+                                         % (dest, archive, os.path.getsize(dest), m.size, root))
+                    continue
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                src = tar.extractfile(m)
+                fd, tmp = tempfile.mkstemp(prefix=".unpack-", dir=os.path.dirname(dest))
+                try:
+                    with os.fdopen(fd, "wb") as out:
+                        while True:
+                            block = src.read(1 << 20)
+                            if not block:
+                                break
+                            out.write(block)
+                    os.replace(tmp, dest)
+                except BaseException:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+                    raise
+    return path

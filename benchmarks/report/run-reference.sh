@@ -2,7 +2,8 @@
 # Re-measures the raw results behind the results report's tables into
 # results/reference/<table>/ (one folder per table, each replaced whole:
 # tables never mix runs), then regenerates the tables of the report
-# (results/reference/RESULTS.md) and of the README from them.
+# (results/reference/RESULTS.md) and of the README from them. Each folder's
+# traces are packed into its traces.tar.xz (scripts/pack-results).
 #
 #   benchmarks/report/run-reference.sh [TABLE ...]
 #     codecs          qsgd-codec-report --json, n = 2^20 (~1 min)
@@ -228,6 +229,8 @@ for t in "${tables[@]}"; do
       benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;
     *) echo "run-reference: unknown table '$t'" >&2; exit 2 ;;
   esac
+  # The folder's traces into one archive (git ignores the *.h5 files themselves).
+  scripts/pack-results "$ref/$t"
 done
 benchmarks/report/qsgd-tables --update results/reference/RESULTS.md
 benchmarks/report/qsgd-tables --update README.md
