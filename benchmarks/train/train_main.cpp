@@ -16,6 +16,7 @@
 #include "cli.hpp"
 #include "provenance.hpp"
 #include "qsgd/comm/communicator.hpp"
+#include "qsgd/models/blas.hpp"
 #include "qsgd/train/options.hpp"
 #include "qsgd/train/trainer.hpp"
 
@@ -28,7 +29,10 @@ std::map<std::string, std::string> provenance() {
   std::map<std::string, std::string> a;
   for (const auto& [k, v] : qsgd::bench::provenance()) a[k] = v;
   a["cuda_version"] = qsgd::bench::cuda_version();
-  a["blas"] = qsgd::bench::blas_library();
+  // A CUDA build's products call the cuBLAS it loads at run time (its version
+  // and file); a host build's the BLAS it links.
+  const std::string device_blas = qsgd::models::device_blas();
+  a["blas"] = device_blas.empty() ? qsgd::bench::blas_library() : device_blas;
   a["blas_threads"] = qsgd::bench::blas_threads();
   a["date"] = qsgd::bench::utc_now();
   // Under Slurm: which job (and array task, and restart of a requeued one)

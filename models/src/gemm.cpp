@@ -1,12 +1,11 @@
 #include "qsgd/models/detail/gemm.hpp"
 
 // The host builds multiply through KokkosKernels (the system BLAS); a CUDA
-// build calls cuBLAS directly (QSGD_MODELS_CUBLAS, set by CMake when Kokkos
-// has the CUDA backend): Debian ships KokkosKernels for the host only, and
-// building it for CUDA would cost the CUDA stage most of its time budget.
-#if defined(QSGD_MODELS_CUBLAS)
-#include <cublas_v2.h>
-#else
+// build calls cuBLAS (QSGD_MODELS_CUBLAS, set by CMake when Kokkos has the
+// CUDA backend), loaded at run time (detail/cublas_runtime.hpp): Debian ships
+// KokkosKernels for the host only, and building it for CUDA would cost the
+// CUDA stage most of its time budget.
+#if !defined(QSGD_MODELS_CUBLAS)
 #include <KokkosBlas3_gemm.hpp>
 #endif
 
@@ -14,42 +13,59 @@
 #include <stdexcept>
 #include <string>
 
+#include "qsgd/models/blas.hpp"
+#include "qsgd/models/detail/cublas_runtime.hpp"
+
+namespace qsgd::models {
+
+std::string device_blas() {
+#if defined(QSGD_MODELS_CUBLAS)
+  const auto& rt = detail::cublas_runtime();
+  return "cuBLAS " + rt.version + " (" + rt.path + ")";
+#else
+  return "";
+#endif
+}
+
+}  // namespace qsgd::models
+
 namespace qsgd::models::detail {
 namespace {
 
 #if defined(QSGD_MODELS_CUBLAS)
-void cublas_check(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS) {
+void cublas_check(int st, const char* what) {
+  if (st != 0) {
     throw std::runtime_error(std::string("qsgd::models::gemm: ") + what + " failed: cuBLAS status " +
-                             std::to_string(static_cast<int>(st)));
+                             std::to_string(st) + " (" + cublas_runtime().path + ")");
   }
 }
 
 // One handle per process, created at the first product, on the stream of
 // Kokkos' default Cuda instance (so that it orders with the layers' kernels),
 // destroyed when Kokkos finalizes (before the CUDA context goes).
-cublasHandle_t cublas_handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t made = nullptr;
-    cublas_check(cublasCreate(&made), "cublasCreate");
-    cublas_check(cublasSetStream(made, Kokkos::Cuda().cuda_stream()), "cublasSetStream");
-    Kokkos::push_finalize_hook([made] { cublasDestroy(made); });
+void* cublas_handle() {
+  static void* h = [] {
+    const auto& rt = cublas_runtime();
+    void* made = nullptr;
+    cublas_check(rt.create(&made), "cublasCreate");
+    cublas_check(rt.set_stream(made, Kokkos::Cuda().cuda_stream()), "cublasSetStream");
+    Kokkos::push_finalize_hook([made] { cublas_runtime().destroy(made); });
     return made;
   }();
   return h;
 }
 
+constexpr int op_n = 0, op_t = 1;  // CUBLAS_OP_N, CUBLAS_OP_T
+
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same
 // buffers, the operands swapped, each leading dimension its row length.
-inline cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n, int m, int k,
-                                const float* alpha, const float* b, int ldb, const float* a, int lda,
-                                const float* beta, float* c, int ldc) {
-  return cublasSgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+inline int gemm_call(void* h, int ob, int oa, int n, int m, int k, const float* alpha, const float* b, int ldb,
+                     const float* a, int lda, const float* beta, float* c, int ldc) {
+  return cublas_runtime().sgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
-inline cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n, int m, int k,
-                                const double* alpha, const double* b, int ldb, const double* a, int lda,
-                                const double* beta, double* c, int ldc) {
-  return cublasDgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+inline int gemm_call(void* h, int ob, int oa, int n, int m, int k, const double* alpha, const double* b, int ldb,
+                     const double* a, int lda, const double* beta, double* c, int ldc) {
+  return cublas_runtime().dgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
 
 template <class S>
@@ -64,7 +80,7 @@ void device_gemm(char ta, char tb, S alpha, const Mat<const S>& a, const Mat<con
     throw std::invalid_argument("qsgd::models::gemm: a matrix with padded rows");
   }
   const auto ld = [](std::size_t cols) { return static_cast<int>(cols > 0 ? cols : 1); };
-  cublas_check(gemm_call(cublas_handle(), tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T,
+  cublas_check(gemm_call(cublas_handle(), tb == 'N' ? op_n : op_t, ta == 'N' ? op_n : op_t,
                          static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b.data(),
                          ld(b.extent(1)), a.data(), ld(a.extent(1)), &beta, c.data(), ld(c.extent(1))),
                "cublas gemm");

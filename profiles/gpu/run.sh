@@ -2,34 +2,40 @@
 # On a GPU node with only the NVIDIA driver, from a package made by
 # package.sh: the kernel tests (test_backends: host and device give the same
 # bits), the kernel benchmarks against the device-to-device copy of the same
-# run, the codec report, and the trainer at K = 1 and at K = the node's GPU
-# count (through the packaged mpirun, one GPU per rank), each with a trace;
-# then, where nsys is on PATH, a profile of the trainer with CUDA and NVTX
-# ranges together. On a CPU build (package.sh build/ci) the same steps run
-# on the host: the dry run that tests/profiles checks.
+# run, the codec report, and (trainer tier) the trainer at K = 1 and at K =
+# the node's GPU count (through the packaged mpirun, one GPU per rank), each
+# with a trace; then, where nsys is on PATH, a profile of the trainer with
+# CUDA and NVTX ranges together. On a CPU build (package.sh build/ci) the same
+# steps run on the host: the dry run that tests/profiles checks.
 #
-#   run.sh [--quick] [--ranks K] [--no-nsys] [OUT_DIR]      (default ./gpu-results)
+#   run.sh [--quick] [--ranks K] [--no-nsys] [--pack DIR] [OUT_DIR]   (default ./gpu-results)
 #     --quick     small sizes (kernels at n = 2^20, one short run each; trainer MLP 784-256-10,
 #                 12 steps): the dry run; default n = 2^26 and MLP
 #                 784-4096-4096-10 (20.0 M parameters), 60 steps
 #     --ranks K   ranks of the multi-rank trainer runs (default: the GPU
 #                 count nvidia-smi reports; skipped when below 2)
 #     --no-nsys   skip the Nsight Systems profile even where nsys is present
+#     --pack DIR  at the end, OUT_DIR as one archive DIR/<OUT_DIR's name>.tar.xz
+#                 and summary.txt and failures.txt beside it: at most 3 files to
+#                 copy back; exit 1 if the archive passes 16 MiB
 #
 # OUT_DIR: nvidia-smi.csv, BUILD (the binaries' --version), <test>.json/.log,
 # bench_kernels.json, codec_report.json, summary.txt (the kernel table),
 # train-K<k>-<config>.h5 and .log, nsys/ (report, NVTX and CUDA kernel
-# summaries). Copy it back and run benchmarks/scaling/qsgd-summary on it for
-# the step breakdown. Exit status 1 if any step failed (the others still run).
+# summaries). A kernels-tier package (package.sh --tier kernels) has no
+# trainer: its steps are said to be skipped. Copy OUT_DIR back and run
+# benchmarks/scaling/qsgd-summary on it for the step breakdown. Exit status 1
+# if any step failed (the others still run).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-quick=0 ranks="" nsys_on=1 out=""
+quick=0 ranks="" nsys_on=1 out="" pack=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --ranks) ranks="${2:?--ranks needs a count}"; shift ;;
     --no-nsys) nsys_on=0 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --pack) pack="${2:?--pack needs a folder}"; shift ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) out="$1" ;;
   esac
@@ -41,7 +47,9 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$here/ompi"
 export PMIX_MCA_mca_base_component_path="$here/pmix/lib/pmix"
-mpirun="$here/ompi/$(cat "$here/ompi/BINDIR")/mpirun"
+tier="$(cat "$here/TIER" 2>/dev/null || echo trainer)"
+mpirun=""
+[ "$tier" = kernels ] || mpirun="$here/ompi/$(cat "$here/ompi/BINDIR")/mpirun"
 status=0
 fail() { echo "run.sh: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
 cp "$here/BUILD" "$out/BUILD" 2>/dev/null
@@ -92,6 +100,23 @@ if [ "$quick" = 1 ]; then
 else
   model=(--model mlp --mlp-widths 784,4096,4096,10 --dataset teacher --teacher-samples 65536 --batch 128 --max-steps 60)
 fi
+# The node's cuBLAS: the package carries none; a CUDA build's qsgd-train loads
+# it at run time (QSGD_CUBLAS, else libcublas.so.13/.12/.11 through the
+# loader's search) and its trace records which (attribute blas). Where the
+# loader would not find one, look where CUDA and Python's wheels put it.
+if [ -z "${QSGD_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.1[0-9]'; then
+  sites="$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)"
+  # shellcheck disable=SC2086  # the site folders are words
+  for c in /usr/local/cuda/lib64/libcublas.so.1[0-9] \
+           $( [ -z "$sites" ] || find $sites -path '*nvidia*' -name 'libcublas.so.1[0-9]' 2>/dev/null); do
+    if [ -f "$c" ]; then
+      QSGD_CUBLAS="$c"
+      LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${c%/*}"
+      export QSGD_CUBLAS LD_LIBRARY_PATH
+      break
+    fi
+  done
+fi
 configs=("fp32:--strategy allreduce" "4bit-fixed:--strategy allgather --codec fixed --bits 4"
          "4bit-rans:--strategy allgather --codec rans --bits 4")
 train() {  # train K NAME ARGS...: one trainer run with its trace and log
@@ -107,21 +132,26 @@ train() {  # train K NAME ARGS...: one trainer run with its trace and log
     local devices=()
     [ "$gpus" -gt 0 ] && devices=(--kokkos-num-devices="$gpus")
     "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$k" \
-      -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_MCA_mca_base_component_path \
+      -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_MCA_mca_base_component_path ${QSGD_CUBLAS:+-x QSGD_CUBLAS} \
       "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" "${devices[@]}" > "$log" 2>&1
   fi || { fail "qsgd-train K=$k $name (last lines of $log follow)"; tail -n 20 "$log"; return; }
   echo "K=$k $name: $(grep -c . "$log") lines of log, trace $(basename "$trace")"
 }
-echo "== trainer (K = 1${ranks:+; K = $ranks when at least 2})"
-for c in "${configs[@]}"; do
-  # shellcheck disable=SC2086  # the configuration's options are words
-  train 1 "${c%%:*}" "${model[@]}" ${c#*:} --epochs 1
-done
-if [ "$ranks" -ge 2 ] 2>/dev/null; then
+if [ "$tier" = kernels ]; then
+  echo "== trainer and nsys: skipped (a kernels-tier package: package.sh --tier trainer adds them)"
+  nsys_on=0
+else
+  echo "== trainer (K = 1${ranks:+; K = $ranks when at least 2}); cuBLAS: ${QSGD_CUBLAS:-found by the loader}"
   for c in "${configs[@]}"; do
-    # shellcheck disable=SC2086
-    train "$ranks" "${c%%:*}" "${model[@]}" ${c#*:} --epochs 1
+    # shellcheck disable=SC2086  # the configuration's options are words
+    train 1 "${c%%:*}" "${model[@]}" ${c#*:} --epochs 1
   done
+  if [ "$ranks" -ge 2 ] 2>/dev/null; then
+    for c in "${configs[@]}"; do
+      # shellcheck disable=SC2086
+      train "$ranks" "${c%%:*}" "${model[@]}" ${c#*:} --epochs 1
+    done
+  fi
 fi
 
 if [ "$nsys_on" = 1 ] && command -v nsys > /dev/null; then
@@ -142,8 +172,21 @@ if [ "$nsys_on" = 1 ] && command -v nsys > /dev/null; then
   fi
 else
   why="nsys not on PATH"
-  [ "$nsys_on" = 0 ] && why="--no-nsys"
+  [ "$nsys_on" = 0 ] && why="--no-nsys or a kernels-tier package"
   echo "== nsys: not run ($why); where nsys is: run.sh again, or nsys/profile-train.sh --trace cuda,nvtx,osrt"
 fi
 [ "$status" = 0 ] && echo "run.sh: every step passed; results in $out" || echo "run.sh: some steps failed (failures.txt); results in $out"
+if [ -n "$pack" ]; then
+  # Everything back in at most 3 files: the archive, and the two texts to read first.
+  mkdir -p "$pack"
+  name="$(basename "$out")"
+  tar -C "$(dirname "$out")" -cf - "$name" | xz -6 -T0 > "$pack/$name.tar.xz"
+  for f in summary.txt failures.txt; do [ ! -f "$out/$f" ] || cp "$out/$f" "$pack/$f"; done
+  size="$(stat -c %s "$pack/$name.tar.xz")"
+  echo "run.sh: packed $out into $pack/$name.tar.xz ($((size / 1024)) KiB)"
+  if [ "$size" -gt $((16 * 1048576)) ]; then
+    echo "run.sh: FAILED: $pack/$name.tar.xz is over 16 MiB, more than one file can bring back" | tee -a "$pack/failures.txt"
+    status=1
+  fi
+fi
 exit $status

@@ -3,12 +3,18 @@
 # profiles/gpu/package.sh packs BUILD, and the package's run.sh --quick
 # --ranks 2 runs in a mount namespace where the system's Open MPI runtime
 # (components, help files, orted, PMIx components) is hidden, as on a GPU node
-# that has only the driver. Checks: run.sh exits 0; every kernel test passed
+# that has only the driver, and packs its results with --pack. Checks:
+# run.sh exits 0; every kernel test passed
 # (test_backends included); the kernel table lists every kernel with a
 # fraction of the same-run copy; six complete traces (K = 1 and K = 2, fp32,
 # 4-bit fixed, 4-bit rANS) that qsgd-summary reads; the nsys profile's
 # summary names the trainer's step range. And that the hiding works: in the
-# same namespace, the trainer without the package's runtime fails.
+# same namespace, the trainer without the package's runtime fails. --pack
+# leaves at most 3 files, the archive holding every result. The kernels tier
+# (package.sh --tier kernels) holds the kernel programs and no trainer, MPI
+# runtime or cuBLAS; its archive and the checkout fit the transfer budget
+# (package.sh --archive; a budget below them fails, naming the sizes); its
+# run.sh passes with the trainer said to be skipped.
 #
 # usage: check_gpu_script.sh --repo DIR --build DIR --out DIR
 # Needs root (mount namespaces), nsys and python3-h5py; a missing one fails.
@@ -54,9 +60,15 @@ grep -qE 'opal_init|orte_init|ompi_rte_init|MPI_INIT' "$out/unpackaged.log" ||
   { cat "$out/unpackaged.log"; fail "qsgd-train without the packaged runtime failed, but not in MPI's start-up"; }
 
 start=$SECONDS
-unshare -m "$out/hidden.sh" "$pkg/run.sh" --quick --ranks 2 "$res" > "$out/run.log" 2>&1 ||
+unshare -m "$out/hidden.sh" "$pkg/run.sh" --quick --ranks 2 --pack "$out/back" "$res" > "$out/run.log" 2>&1 ||
   { tail -n 60 "$out/run.log"; fail "run.sh exited non-zero (its log: $out/run.log)"; }
 echo "run.sh passed in $((SECONDS - start)) s"
+# What comes back: the archive and summary.txt (no failures.txt: nothing failed), the archive the whole folder.
+[ "$(ls "$out/back" | sort | tr '\n' ' ')" = "results.tar.xz summary.txt " ] || { ls -la "$out/back"; fail "--pack left other files"; }
+mkdir -p "$out/unpacked"
+tar -C "$out/unpacked" -xJf "$out/back/results.tar.xz" || fail "the packed results do not extract"
+diff -r "$res" "$out/unpacked/results" > /dev/null || fail "the packed results differ from the folder"
+cmp -s "$res/summary.txt" "$out/back/summary.txt" || fail "the summary beside the archive is not the kernel table"
 
 for t in test_quantize test_codecs test_message test_stats test_backends; do
   grep -q '^\[  PASSED  \]' "$res/$t.log" || fail "$t did not pass"
@@ -82,4 +94,32 @@ rows="$(grep -cE '^mlp +[12] ' "$out/summary.txt" || true)"
 grep -qE '^mlp +2 .*rans' "$out/summary.txt" || fail "no K = 2 rANS row in the summary"
 grep -qE '^train/step ' "$res/nsys/summary.txt" || fail "the nsys summary has no train/step range"
 grep -qE '^train/capture ' "$res/nsys/summary.txt" || fail "the nsys profile was not limited to the capture window"
-echo "check_gpu_script: the package ran end to end without the system's MPI runtime ($rows runs)"
+
+# The kernels tier: the kernel programs alone, and a run.sh that says the trainer is skipped.
+kpkg="$out/kernels" kres="$out/kernels-results"
+"$repo/profiles/gpu/package.sh" --tier kernels --archive "$out/gpu-kernels.tar.xz" "$build" "$kpkg" \
+  > "$out/package-kernels.log" 2>&1 || { cat "$out/package-kernels.log"; fail "package.sh --tier kernels"; }
+grep -q "MiB travel (budget 64 MiB)" "$out/package-kernels.log" ||
+  { cat "$out/package-kernels.log"; fail "package.sh --archive did not size the transfer"; }
+# The budget is enforced: the same tier against a budget below the checkout fails, naming the sizes.
+if "$repo/profiles/gpu/package.sh" --tier kernels --archive "$out/small.tar.xz" --budget-mb 1 "$build" "$out/small" \
+     > "$out/small.log" 2>&1; then
+  fail "package.sh --budget-mb 1 passed"
+fi
+grep -q "over the 1 MiB a GPU node's transfer takes" "$out/small.log" || { cat "$out/small.log"; fail "no budget message"; }
+rm -rf "$out/small" "$out/small.tar.xz"
+[ "$(cat "$kpkg/TIER")" = kernels ] || fail "the kernels tier's TIER says '$(cat "$kpkg/TIER")'"
+[ ! -e "$kpkg/bin/qsgd-train" ] && [ ! -e "$kpkg/ompi" ] && [ ! -e "$kpkg/nsys" ] ||
+  fail "the kernels tier carries the trainer, the MPI runtime or the nsys recipe"
+! compgen -G "$kpkg/lib/libcublas*" > /dev/null && ! compgen -G "$kpkg/lib/libmpi*" > /dev/null ||
+  fail "the kernels tier carries cuBLAS or MPI: $(ls "$kpkg/lib" | tr '\n' ' ')"
+for t in test_quantize test_codecs test_message test_stats test_backends qsgd-bench-kernels qsgd-codec-report; do
+  [ -x "$kpkg/bin/$t" ] || fail "the kernels tier lacks $t"
+done
+unshare -m "$out/hidden.sh" "$kpkg/run.sh" --quick --pack "$out/kernels-back" "$kres" > "$out/run-kernels.log" 2>&1 ||
+  { tail -n 40 "$out/run-kernels.log"; fail "the kernels tier's run.sh exited non-zero"; }
+grep -q "== trainer and nsys: skipped (a kernels-tier package" "$out/run-kernels.log" || fail "the kernels tier's run did not say the trainer is skipped"
+grep -q '^copy ceiling' "$kres/summary.txt" || fail "the kernels tier's run made no kernel table"
+! compgen -G "$kres/train-*" > /dev/null || fail "the kernels tier's run wrote trainer files"
+[ -s "$out/kernels-back/kernels-results.tar.xz" ] || fail "the kernels tier's run packed nothing"
+echo "check_gpu_script: the package ran end to end without the system's MPI runtime ($rows runs); the kernels tier too"
