@@ -8,19 +8,25 @@
 # CUDA and NVTX ranges together. On a CPU build (package.sh build/ci) the same
 # steps run on the host: the dry run that tests/profiles checks.
 #
-#   run.sh [--quick] [--ranks K] [--no-nsys] [--pack DIR] [OUT_DIR]   (default ./gpu-results)
+#   run.sh [--quick] [--ranks K] [--no-nsys] [--no-ncu] [--step-timeout S] [--pack DIR] [OUT_DIR]
+#                                                                     (default ./gpu-results)
 #     --quick     small sizes (kernels at n = 2^20, one short run each; trainer MLP 784-256-10,
 #                 12 steps): the dry run; default n = 2^26 and MLP
 #                 784-4096-4096-10 (20.0 M parameters), 60 steps
 #     --ranks K   ranks of the multi-rank trainer runs (default: the GPU
 #                 count nvidia-smi reports; skipped when below 2)
 #     --no-nsys   skip the Nsight Systems profile even where nsys is present
+#     --no-ncu    skip the Nsight Compute summary even where ncu is present
+#     --step-timeout S  each test, codec report and trainer run is stopped (and
+#                 failed) after S seconds, the kernel benchmarks after 2 S (default 120)
 #     --pack DIR  at the end, OUT_DIR as one archive DIR/<OUT_DIR's name>.tar.xz
 #                 and summary.txt and failures.txt beside it: at most 3 files to
 #                 copy back; exit 1 if the archive passes 16 MiB
 #
 # OUT_DIR: nvidia-smi.csv, BUILD (the binaries' --version), <test>.json/.log,
 # bench_kernels.json, codec_report.json, summary.txt (the kernel table),
+# ncu.csv (on a GPU with ncu on PATH: the main kernels' speed of light and
+# memory workload sections, or ncu.log saying why there are none),
 # train-K<k>-<config>.h5 and .log, nsys/ (report, NVTX and CUDA kernel
 # summaries). A kernels-tier package (package.sh --tier kernels) has no
 # trainer: its steps are said to be skipped. Copy OUT_DIR back and run
@@ -28,19 +34,22 @@
 # if any step failed (the others still run).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-quick=0 ranks="" nsys_on=1 out="" pack=""
+quick=0 ranks="" nsys_on=1 ncu_on=1 out="" pack="" limit_s=120
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --ranks) ranks="${2:?--ranks needs a count}"; shift ;;
     --no-nsys) nsys_on=0 ;;
+    --no-ncu) ncu_on=0 ;;
+    --step-timeout) limit_s="${2:?--step-timeout needs seconds}"; shift ;;
     --pack) pack="${2:?--pack needs a folder}"; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) out="$1" ;;
   esac
   shift
 done
+[[ "$limit_s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --step-timeout takes whole seconds, not '$limit_s'" >&2; exit 2; }
 out="$(realpath -m "${out:-gpu-results}")"
 mkdir -p "$out"
 # The packaged libraries and MPI runtime (package.sh), not the node's.
@@ -69,7 +78,7 @@ fi
 
 echo "== kernel tests"
 for t in test_quantize test_codecs test_message test_stats test_backends; do
-  if "$here/bin/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1; then
+  if timeout "$limit_s" "$here/bin/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1; then
     echo "$t: $(grep -E '^\[  PASSED  \]' "$out/$t.log")"
   else
     fail "$t (last lines of $out/$t.log follow)"
@@ -82,11 +91,26 @@ n=67108864 reps=(--benchmark_repetitions=5)
 # --quick (the dry run): one short measurement per kernel, enough to make the table.
 [ "$quick" = 1 ] && n=1048576 reps=(--benchmark_repetitions=1 --benchmark_min_time=0.05)
 echo "== kernel benchmarks (n = $n; the first launch of each kernel loads its code)"
-"$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
+timeout $((2 * limit_s)) "$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
   --benchmark_filter='^(memcpy/kokkos|quantize|encode/(fixed|elias-dense|rans)|decode_accumulate/(fixed|elias-dense|rans)|checksum)/' \
   "${reps[@]}" --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json \
   > "$out/bench_kernels.log" 2>&1 || fail "qsgd-bench-kernels (see $out/bench_kernels.log)"
-"$here/bin/qsgd-codec-report" --json > "$out/codec_report.json" 2> "$out/codec_report.log" || fail "qsgd-codec-report"
+timeout "$limit_s" "$here/bin/qsgd-codec-report" --json > "$out/codec_report.json" 2> "$out/codec_report.log" ||
+  fail "qsgd-codec-report"
+if [ "$gpus" -gt 0 ] && [ "$ncu_on" = 1 ] && command -v ncu > /dev/null; then
+  echo "== ncu: the main kernels at n = $n, one run each, the first 60 launches"
+  # Where the counters are not readable (ERR_NVGPUCTRPERM), ncu.log says so and the run goes on.
+  if timeout $((2 * limit_s)) ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --launch-count 60 \
+       --csv --page details "$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
+       --benchmark_filter='^(memcpy/kokkos|quantize|encode/(fixed|rans)|decode_accumulate/(fixed|rans))/' \
+       --benchmark_repetitions=1 --benchmark_min_time=0.001 > "$out/ncu.csv" 2> "$out/ncu.log"; then
+    echo "ncu: $(grep -c . "$out/ncu.csv") lines in ncu.csv"
+  elif grep -q ERR_NVGPUCTRPERM "$out/ncu.csv" "$out/ncu.log"; then
+    echo "ncu: this node does not let ncu read the GPU's counters (ERR_NVGPUCTRPERM); no summary"
+  else
+    fail "ncu (see $out/ncu.log)"
+  fi
+fi
 if python3 "$here/summarize.py" "$out/bench_kernels.json" > "$out/summary.txt"; then
   cat "$out/summary.txt"
 else
@@ -126,7 +150,7 @@ train() {  # train K NAME ARGS...: one trainer run with its trace and log
   rm -f "$trace"
   if [ "$k" = 1 ]; then
     # One process, no launcher: MPI starts as a singleton without a daemon.
-    OMPI_MCA_ess_singleton_isolated=1 "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" > "$log" 2>&1
+    OMPI_MCA_ess_singleton_isolated=1 timeout "$limit_s" "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" > "$log" 2>&1
   else
     # Each rank its own GPU: Kokkos takes device (local rank mod the count).
     local devices=()

@@ -13,8 +13,9 @@
 # leaves at most 3 files, the archive holding every result. The kernels tier
 # (package.sh --tier kernels) holds the kernel programs and no trainer, MPI
 # runtime or cuBLAS; its archive and the checkout fit the transfer budget
-# (package.sh --archive; a budget below them fails, naming the sizes); its
-# run.sh passes with the trainer said to be skipped.
+# (package.sh --archive; a budget below them fails, naming the sizes); run as
+# a GPU machine runs it (on-node.sh: unpack, run.sh --pack), it passes with
+# the trainer said to be skipped and returns 4 files.
 #
 # usage: check_gpu_script.sh --repo DIR --build DIR --out DIR
 # Needs root (mount namespaces), nsys and python3-h5py; a missing one fails.
@@ -116,10 +117,15 @@ rm -rf "$out/small" "$out/small.tar.xz"
 for t in test_quantize test_codecs test_message test_stats test_backends qsgd-bench-kernels qsgd-codec-report; do
   [ -x "$kpkg/bin/$t" ] || fail "the kernels tier lacks $t"
 done
-unshare -m "$out/hidden.sh" "$kpkg/run.sh" --quick --pack "$out/kernels-back" "$kres" > "$out/run-kernels.log" 2>&1 ||
-  { tail -n 40 "$out/run-kernels.log"; fail "the kernels tier's run.sh exited non-zero"; }
-grep -q "== trainer and nsys: skipped (a kernels-tier package" "$out/run-kernels.log" || fail "the kernels tier's run did not say the trainer is skipped"
-grep -q '^copy ceiling' "$kres/summary.txt" || fail "the kernels tier's run made no kernel table"
-! compgen -G "$kres/train-*" > /dev/null || fail "the kernels tier's run wrote trainer files"
-[ -s "$out/kernels-back/kernels-results.tar.xz" ] || fail "the kernels tier's run packed nothing"
+# As a GPU machine runs it: on-node.sh unpacks the archive and returns the results in one folder.
+unshare -m "$out/hidden.sh" "$repo/profiles/gpu/on-node.sh" "$out/gpu-kernels.tar.xz" "$out/kernels-back" --quick \
+  > "$out/run-kernels.log" 2>&1 || { tail -n 40 "$out/run-kernels.log"; fail "on-node.sh with the kernels tier exited non-zero"; }
+back="$(ls "$out/kernels-back" | sort | tr '\n' ' ')"
+[ "$back" = "node.txt results.tar.xz run.log summary.txt " ] || fail "on-node.sh returned '$back'"
+grep -q "== trainer and nsys: skipped (a kernels-tier package" "$out/kernels-back/run.log" ||
+  fail "the kernels tier's run did not say the trainer is skipped"
+mkdir -p "$kres"
+tar -C "$kres" -xJf "$out/kernels-back/results.tar.xz" || fail "the kernels tier's results do not unpack"
+grep -q '^copy ceiling' "$kres/results/summary.txt" || fail "the kernels tier's run made no kernel table"
+! compgen -G "$kres/results/train-*" > /dev/null || fail "the kernels tier's run wrote trainer files"
 echo "check_gpu_script: the package ran end to end without the system's MPI runtime ($rows runs); the kernels tier too"
