@@ -92,7 +92,7 @@ tmp="$(mktemp -d /tmp/qsgd-slurm-test.XXXXXX)"
 chmod 0755 "$tmp"  # the munge user must reach its socket directory
 conf="$tmp/etc/slurm.conf"
 export SLURM_CONF="$conf"
-mkdir -p "$tmp/etc" "$tmp/state" "$tmp/spool" "$tmp/log" "$tmp/run" "$tmp/munge"
+mkdir -p "$tmp/etc" "$tmp/state" "$tmp/spool" "$tmp/log" "$tmp/run" "$tmp/munge" "$tmp/tmpfs"
 ctld_pid="" slurmd_pid="" munged_pid="" watchdog="" ok=0
 
 show_logs() {
@@ -219,6 +219,11 @@ AuthInfo=socket=$sock,cred_expire=15
 SlurmUser=root
 StateSaveLocation=$tmp/state
 SlurmdSpoolDir=$tmp/spool
+# The node's temporary file system, where PMIx puts each step's client
+# folder (spmix_appdir_<uid>_<job>.<step>): this cluster's own, so that a
+# folder an earlier cluster on this machine left under /tmp for the same job
+# number cannot fail a step ("File exists").
+TmpFS=$tmp/tmpfs
 SlurmctldPidFile=$tmp/run/slurmctld.pid
 SlurmdPidFile=$tmp/run/slurmd.pid
 SlurmctldLogFile=$tmp/log/slurmctld.log
