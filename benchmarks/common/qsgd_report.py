@@ -264,57 +264,105 @@ def kernel_medians(doc):
 # unpack_traces on a folder first: it writes the archive's traces beside it
 # (git ignores them) and leaves files already there alone.
 TRACES_ARCHIVE = "traces.tar.xz"
+TRACES_STAMP = ".traces.unpacked"  # beside the archive: its digest and members, once all are written
 TRACE_MAX_BYTES = 1 << 30  # one trace; a larger member is refused, not written
 
 
-def unpack_traces(path):
-    """Writes the traces of every TRACES_ARCHIVE under path (a folder, or a
-    file whose folder is searched) and of the nearest one above it that are
-    not already there; returns path.
-    Each trace is written to a temporary name and renamed, so a reader beside
-    it sees the whole file or none. A member that is not a plain *.h5 file
-    under its folder, or a file already there whose size differs from the
-    archive's member (a new run not yet packed), is an error that names both."""
+def _file_digest(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_atomically(dest, src, mode=None):
+    """Copies the stream src to dest through a temporary file beside it and a
+    rename, so a reader sees the whole file or none; the file gets the mode
+    a plain open() would (0666 less the umask) unless mode says otherwise."""
+    import os
+    import tempfile
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=".unpack-", dir=os.path.dirname(dest) or ".")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                out.write(block)
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _unpack_archive(archive, keep_changed=False):
+    import json
     import os
     import tarfile
-    import tempfile
-    top = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
-    archives = [os.path.join(root, TRACES_ARCHIVE) for root, _, files in os.walk(top) if TRACES_ARCHIVE in files]
-    up = os.path.dirname(top)  # a subfolder of a packed folder (model/steps): the archive above it
+    root = os.path.dirname(archive)
+    stamp = os.path.join(root, TRACES_STAMP)
+    digest = _file_digest(archive)
+    try:
+        with open(stamp) as f:
+            done = json.load(f)
+        if done.get("archive_sha256") == digest and all(
+                os.path.isfile(os.path.join(root, n)) and os.path.getsize(os.path.join(root, n)) == size
+                for n, size in done["members"].items()):
+            return  # every trace already written back, unchanged
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    members = {}
+    with tarfile.open(archive, "r:xz") as tar:
+        for m in tar:
+            name = os.path.normpath(m.name)
+            if (not m.isfile() or not name.endswith(".h5") or name.startswith(("..", "/"))
+                    or m.size > TRACE_MAX_BYTES):
+                raise ValueError("%s: member '%s' is not a trace (*.h5, a plain file under its folder, "
+                                 "at most %d bytes)" % (archive, m.name, TRACE_MAX_BYTES))
+            dest = os.path.join(root, name)
+            members[name] = m.size
+            if os.path.exists(dest):
+                if os.path.getsize(dest) != m.size and not keep_changed:
+                    raise ValueError("%s differs from its copy in %s (%d bytes against %d): a run not yet "
+                                     "packed (scripts/pack-results %s), or remove the file"
+                                     % (dest, archive, os.path.getsize(dest), m.size, root))
+                continue
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            _write_atomically(dest, tar.extractfile(m))
+    if not keep_changed:
+        import io
+        _write_atomically(stamp, io.BytesIO(json.dumps({"archive_sha256": digest, "members": members}).encode()))
+
+
+def unpack_traces(path, keep_changed=False):
+    """Writes back the traces that are not on disk: of every TRACES_ARCHIVE
+    under path when it is a folder, of the one in its own folder when it is a
+    file, and of the nearest one above either (a subfolder of a packed
+    folder); returns path. Each trace is written to a temporary name and
+    renamed, so a reader beside it sees the whole file or none. A member that
+    is not a plain *.h5 file under its folder is an error; so is a file
+    already there whose size differs from the archive's member (a new run not
+    yet packed), naming both, unless keep_changed (scripts/pack-results:
+    the file on disk is the newer). Once all are written, a stamp beside the
+    archive (its digest and members) lets later calls skip it."""
+    import os
+    if os.path.isdir(path):
+        top = os.path.abspath(path)
+        archives = [os.path.join(r, TRACES_ARCHIVE) for r, _, files in os.walk(top) if TRACES_ARCHIVE in files]
+    else:
+        top = os.path.abspath(os.path.dirname(path) or ".")
+        archives = [a for a in [os.path.join(top, TRACES_ARCHIVE)] if os.path.isfile(a)]
+    up = os.path.dirname(top)
     while up != os.path.dirname(up) and not os.path.exists(os.path.join(up, ".git")):
         if os.path.isfile(os.path.join(up, TRACES_ARCHIVE)):
             archives.append(os.path.join(up, TRACES_ARCHIVE))
             break
         up = os.path.dirname(up)
     for archive in archives:
-        root = os.path.dirname(archive)
-        with tarfile.open(archive, "r:xz") as tar:
-            for m in tar:
-                name = os.path.normpath(m.name)
-                if (not m.isfile() or not name.endswith(".h5") or name.startswith(("..", "/"))
-                        or m.size > TRACE_MAX_BYTES):
-                    raise ValueError("%s: member '%s' is not a trace (*.h5, a plain file under its folder, "
-                                     "at most %d bytes)" % (archive, m.name, TRACE_MAX_BYTES))
-                dest = os.path.join(root, name)
-                if os.path.exists(dest):
-                    if os.path.getsize(dest) != m.size:
-                        raise ValueError("%s differs from its copy in %s (%d bytes against %d): a run not yet "
-                                         "packed (scripts/pack-results %s), or remove the file"
-                                         % (dest, archive, os.path.getsize(dest), m.size, root))
-                    continue
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                src = tar.extractfile(m)
-                fd, tmp = tempfile.mkstemp(prefix=".unpack-", dir=os.path.dirname(dest))
-                try:
-                    with os.fdopen(fd, "wb") as out:
-                        while True:
-                            block = src.read(1 << 20)
-                            if not block:
-                                break
-                            out.write(block)
-                    os.replace(tmp, dest)
-                except BaseException:
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-                    raise
+        _unpack_archive(archive, keep_changed)
     return path

@@ -10,15 +10,17 @@
 #                 summary.txt, failures.txt (when a step failed), run.log,
 #                 node.txt (nvidia-smi, nvcc, ncu and cuBLAS as found)
 #
-# Exit status: run.sh's.
+# Exit status: run.sh's; 2 for bad usage or an archive that does not unpack.
+# The unpacked package and its results folder under /tmp are removed at the end.
 set -uo pipefail
-case "${1:-}" in -h|--help) sed -n '2,13p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^set -uo pipefail$/{/^set -uo pipefail$/!p}' "$0"; exit 0 ;; esac
 [ $# -ge 2 ] || { echo "on-node: usage: on-node.sh ARCHIVE RETURN_DIR [run.sh options]" >&2; exit 2; }
 archive="$(realpath -m "$1")" back="$(realpath -m "$2")"
 shift 2
 [ -f "$archive" ] || { echo "on-node: $archive not found (carry it: package.sh --archive)" >&2; exit 2; }
 mkdir -p "$back"
 work="$(mktemp -d /tmp/qsgd-gpu.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 {
   echo "== node"

@@ -10,8 +10,9 @@
 #     --tier     kernels: the kernel tests (test_backends among them),
 #                qsgd-bench-kernels and qsgd-codec-report with the libraries
 #                they load (Kokkos, the CUDA runtime; no MPI, no cuBLAS);
-#                trainer (default): those and qsgd-train with the MPI runtime,
-#                HDF5 and cuBLAS, and the Nsight Systems recipe
+#                trainer (default): those and qsgd-train with the MPI runtime
+#                and HDF5, and the Nsight Systems recipe; no cuBLAS (a CUDA
+#                build's qsgd-train loads the node's at run time, docs/gpu.md)
 #     --archive FILE  also write OUT_DIR as one xz-compressed tar (FILE, e.g.
 #                build/gpu-kernels.tar.xz) and check that it and the checkout
 #                travel to a GPU node together: the checkout's tracked and
@@ -20,8 +21,8 @@
 #     --budget-mb MB  that limit (default 64: what a GPU node's transfer takes)
 #
 # OUT_DIR/bin: the tier's programs. OUT_DIR/lib: every library they and the MPI
-# runtime load outside glibc/libstdc++ (libcudart.so.11.0 in a CUDA build,
-# libcublas in the trainer tier; libcuda.so.1 comes from the driver).
+# runtime load outside glibc/libstdc++ (libcudart.so.11.0 in a CUDA build;
+# libcuda.so.1 comes from the driver).
 # Trainer tier: OUT_DIR/ompi holds the Open MPI runtime the binaries were
 # linked with (its components, help files, mpirun and orted) laid out under a
 # prefix that run.sh passes as OPAL_PREFIX, and OUT_DIR/pmix the PMIx
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
     --tier) tier="${2:?--tier needs kernels or trainer}"; shift ;;
     --archive) archive="${2:?--archive needs a file}"; shift ;;
     --budget-mb) budget_mb="${2:?--budget-mb needs a number}"; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail$/{/^set -euo pipefail$/!p}' "$0"; exit 0 ;;
     -*) echo "package: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) pos+=("$1") ;;
   esac
@@ -133,11 +134,13 @@ echo "package: $tier tier, $(mib "$bytes") MiB in $out ($(ls "$out/lib" | wc -l)
 # One archive that travels beside the checkout; both together within the budget.
 archive="$(realpath -m "$archive")"
 mkdir -p "$(dirname "$archive")"
-tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -6 -T0 > "$archive.tmp"
+trap 'rm -f "$archive.tmp"' EXIT
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -6 -T0 > "$archive.tmp" || die "packing $out into $archive failed"
 mv "$archive.tmp" "$archive"
 packed="$(stat -c %s "$archive")"
+# The checkout as it would travel: tracked files that exist and untracked ones git does not ignore.
 checkout="$(git -C "$root" ls-files -z --cached --others --exclude-standard |
-  (cd "$root" && xargs -0 stat -c %s 2> /dev/null) | awk '{s += $1} END {print s + 0}')"
+  (cd "$root" && xargs -0 stat -c %s 2> /dev/null || true) | awk '{s += $1} END {print s + 0}')"
 total=$((packed + checkout))
 echo "package: $archive: $(mib "$packed") MiB; with the checkout's $(mib "$checkout") MiB, $(mib "$total") MiB travel" \
   "(budget $budget_mb MiB)"

@@ -18,15 +18,17 @@
 #     --no-nsys   skip the Nsight Systems profile even where nsys is present
 #     --no-ncu    skip the Nsight Compute summary even where ncu is present
 #     --step-timeout S  each test, codec report and trainer run is stopped (and
-#                 failed) after S seconds, the kernel benchmarks after 2 S (default 120)
+#                 failed) after S seconds, the kernel benchmarks, ncu and nsys
+#                 after 2 S (default 120)
 #     --pack DIR  at the end, OUT_DIR as one archive DIR/<OUT_DIR's name>.tar.xz
 #                 and summary.txt and failures.txt beside it: at most 3 files to
 #                 copy back; exit 1 if the archive passes 16 MiB
 #
 # OUT_DIR: nvidia-smi.csv, BUILD (the binaries' --version), <test>.json/.log,
 # bench_kernels.json, codec_report.json, summary.txt (the kernel table),
-# ncu.csv (on a GPU with ncu on PATH: the main kernels' speed of light and
-# memory workload sections, or ncu.log saying why there are none),
+# ncu.ncu-rep and ncu.csv (on a GPU with ncu on PATH: the suite's quantize
+# and coding kernels' speed of light and memory workload sections; ncu.log
+# holds the run's output, or says why there are none),
 # train-K<k>-<config>.h5 and .log, nsys/ (report, NVTX and CUDA kernel
 # summaries). A kernels-tier package (package.sh --tier kernels) has no
 # trainer: its steps are said to be skipped. Copy OUT_DIR back and run
@@ -43,7 +45,7 @@ while [ $# -gt 0 ]; do
     --no-ncu) ncu_on=0 ;;
     --step-timeout) limit_s="${2:?--step-timeout needs seconds}"; shift ;;
     --pack) pack="${2:?--pack needs a folder}"; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo pipefail$/{/^set -uo pipefail$/!p}' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) out="$1" ;;
   esac
@@ -100,12 +102,16 @@ timeout "$limit_s" "$here/bin/qsgd-codec-report" --json > "$out/codec_report.jso
 if [ "$gpus" -gt 0 ] && [ "$ncu_on" = 1 ] && command -v ncu > /dev/null; then
   echo "== ncu: the main kernels at n = $n, one run each, the first 60 launches"
   # Where the counters are not readable (ERR_NVGPUCTRPERM), ncu.log says so and the run goes on.
-  if timeout $((2 * limit_s)) ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --launch-count 60 \
-       --csv --page details "$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
-       --benchmark_filter='^(memcpy/kokkos|quantize|encode/(fixed|rans)|decode_accumulate/(fixed|rans))/' \
-       --benchmark_repetitions=1 --benchmark_min_time=0.001 > "$out/ncu.csv" 2> "$out/ncu.log"; then
+  # The suite's own kernels only (their demangled names hold the qsgd namespace), into a report
+  # that ncu then prints as CSV: the benchmark's own output stays in ncu.log.
+  if timeout $((2 * limit_s)) ncu --section SpeedOfLight --section MemoryWorkloadAnalysis \
+       --kernel-name-base demangled --kernel-name regex:qsgd --launch-count 60 \
+       --export "$out/ncu" --force-overwrite "$here/bin/qsgd-bench-kernels" --qsgd_n_min=$n --qsgd_n_max=$n \
+       --benchmark_filter='^(quantize|encode/(fixed|rans)|decode_accumulate/(fixed|rans))/' \
+       --benchmark_repetitions=1 --benchmark_min_time=0.001 > "$out/ncu.log" 2>&1 &&
+     ncu --import "$out/ncu.ncu-rep" --csv --page details > "$out/ncu.csv" 2>> "$out/ncu.log"; then
     echo "ncu: $(grep -c . "$out/ncu.csv") lines in ncu.csv"
-  elif grep -q ERR_NVGPUCTRPERM "$out/ncu.csv" "$out/ncu.log"; then
+  elif grep -q ERR_NVGPUCTRPERM "$out/ncu.log"; then
     echo "ncu: this node does not let ncu read the GPU's counters (ERR_NVGPUCTRPERM); no summary"
   else
     fail "ncu (see $out/ncu.log)"
@@ -128,11 +134,12 @@ fi
 # it at run time (QSGD_CUBLAS, else libcublas.so.13/.12/.11 through the
 # loader's search) and its trace records which (attribute blas). Where the
 # loader would not find one, look where CUDA and Python's wheels put it.
-if [ -z "${QSGD_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.1[0-9]'; then
+cache="$(ldconfig -p 2>/dev/null || true)"
+if [ -z "${QSGD_CUBLAS:-}" ] && ! grep -qE 'libcublas\.so\.1[123] ' <<<"$cache"; then
   sites="$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)"
   # shellcheck disable=SC2086  # the site folders are words
-  for c in /usr/local/cuda/lib64/libcublas.so.1[0-9] \
-           $( [ -z "$sites" ] || find $sites -path '*nvidia*' -name 'libcublas.so.1[0-9]' 2>/dev/null); do
+  for c in /usr/local/cuda/lib64/libcublas.so.1[123] \
+           $( [ -z "$sites" ] || find $sites -path '*nvidia*' -name 'libcublas.so.1[123]' 2>/dev/null); do
     if [ -f "$c" ]; then
       QSGD_CUBLAS="$c"
       LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${c%/*}"
@@ -155,7 +162,7 @@ train() {  # train K NAME ARGS...: one trainer run with its trace and log
     # Each rank its own GPU: Kokkos takes device (local rank mod the count).
     local devices=()
     [ "$gpus" -gt 0 ] && devices=(--kokkos-num-devices="$gpus")
-    "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$k" \
+    timeout "$limit_s" "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$k" \
       -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_MCA_mca_base_component_path ${QSGD_CUBLAS:+-x QSGD_CUBLAS} \
       "$here/bin/qsgd-train" "$@" --trace "$trace" --label "gpu/K$k/$name" "${devices[@]}" > "$log" 2>&1
   fi || { fail "qsgd-train K=$k $name (last lines of $log follow)"; tail -n 20 "$log"; return; }
@@ -182,7 +189,7 @@ if [ "$nsys_on" = 1 ] && command -v nsys > /dev/null; then
   echo "== nsys: the trainer at K = 1, CUDA and NVTX ranges together, steps 5..10"
   trace_apis=nvtx,osrt
   [ "$gpus" -gt 0 ] && trace_apis=cuda,nvtx,osrt
-  OMPI_MCA_ess_singleton_isolated=1 "$here/nsys/profile-train.sh" --np 0 --trace "$trace_apis" --capture \
+  OMPI_MCA_ess_singleton_isolated=1 timeout $((2 * limit_s)) "$here/nsys/profile-train.sh" --np 0 --trace "$trace_apis" --capture \
     --out "$out/nsys" --name train-K1-4bit -- \
     "$here/bin/qsgd-train" "${model[@]}" --strategy allgather --codec fixed --bits 4 --epochs 1 --profile-steps 5:10 \
     > "$out/nsys.log" 2>&1 || fail "nsys profile (see $out/nsys.log)"
@@ -204,7 +211,10 @@ if [ -n "$pack" ]; then
   # Everything back in at most 3 files: the archive, and the two texts to read first.
   mkdir -p "$pack"
   name="$(basename "$out")"
-  tar -C "$(dirname "$out")" -cf - "$name" | xz -6 -T0 > "$pack/$name.tar.xz"
+  if ! tar -C "$(dirname "$out")" -cf - "$name" | xz -6 -T0 > "$pack/$name.tar.xz"; then
+    echo "run.sh: FAILED: packing $out into $pack/$name.tar.xz" | tee -a "$out/failures.txt"
+    status=1
+  fi
   for f in summary.txt failures.txt; do [ ! -f "$out/$f" ] || cp "$out/$f" "$pack/$f"; done
   size="$(stat -c %s "$pack/$name.tar.xz")"
   echo "run.sh: packed $out into $pack/$name.tar.xz ($((size / 1024)) KiB)"

@@ -16,7 +16,6 @@ import unittest
 REPO = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "model"))
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
-sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 import qsgd_model as qm  # noqa: E402
 
 

@@ -75,6 +75,47 @@ class PackResults(unittest.TestCase):
         with tarfile.open(os.path.join(self.d, qsgd_report.TRACES_ARCHIVE)) as tar:
             self.assertEqual(sorted(tar.getnames()), sorted(list(self.files) + ["d.h5"]))
 
+    def test_packing_again_takes_a_changed_trace(self):
+        """A run written again into a packed folder: its new bytes (another
+        size) replace the packed copy, the other traces stay."""
+        self.pack()
+        os.unlink(os.path.join(self.d, "c.h5"))
+        write(os.path.join(self.d, "a.h5"), b"a newer run of another size")
+        self.pack()
+        for rel in self.files:
+            p = os.path.join(self.d, rel)
+            if os.path.exists(p):
+                os.unlink(p)
+        qsgd_report.unpack_traces(self.d)
+        self.assertEqual(read(os.path.join(self.d, "a.h5")), b"a newer run of another size")
+        self.assertEqual(read(os.path.join(self.d, "sub", "b.h5")), self.files["sub/b.h5"])
+        self.assertEqual(read(os.path.join(self.d, "c.h5")), b"")
+
+    def test_written_back_traces_get_the_umask_mode_and_a_stamp(self):
+        self.pack()
+        for rel in self.files:
+            os.unlink(os.path.join(self.d, rel))
+        old = os.umask(0o022)
+        try:
+            qsgd_report.unpack_traces(self.d)
+        finally:
+            os.umask(old)
+        self.assertEqual(os.stat(os.path.join(self.d, "a.h5")).st_mode & 0o777, 0o644)
+        self.assertTrue(os.path.exists(os.path.join(self.d, qsgd_report.TRACES_STAMP)))
+        # With the stamp, a trace removed since is still written back.
+        os.unlink(os.path.join(self.d, "sub", "b.h5"))
+        qsgd_report.unpack_traces(self.d)
+        self.assertEqual(read(os.path.join(self.d, "sub", "b.h5")), self.files["sub/b.h5"])
+
+    def test_a_file_argument_reads_its_own_folder_not_the_folders_below(self):
+        self.pack()
+        for rel in self.files:
+            os.unlink(os.path.join(self.d, rel))
+        qsgd_report.unpack_traces(os.path.join(self.tmp.name, "x.h5"))  # the folder above: no archive there
+        self.assertFalse(os.path.exists(os.path.join(self.d, "a.h5")))
+        qsgd_report.unpack_traces(os.path.join(self.d, "a.h5"))
+        self.assertEqual(read(os.path.join(self.d, "a.h5")), self.files["a.h5"])
+
     def test_check_names_unpacked_and_changed_traces(self):
         r = run("--check", self.d)
         self.assertEqual(r.returncode, 1)
