@@ -3,12 +3,11 @@
 
     plot_convergence.py DIR
 
-reads DIR/{convex,qsvrg,dqgd,async}.json (written by qsgd-algorithms; any
+reads DIR/{convex,qsvrg,dqgd,async}.json or .json.xz (written by qsgd-algorithms; any
 that is missing is skipped) and writes DIR/convex.png, convex_bits.png,
 qsvrg.png, dqgd.png and async.png. Plots are made from the result files
 only, never from printed output.
 """
-import json
 import math
 import os
 import sys
@@ -19,16 +18,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "common"))
+import qsgd_report  # noqa: E402
+
 SCHEMA = "qsgd.algorithms/1"
 
 
 def load(directory, name):
     path = os.path.join(directory, name + ".json")
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not os.path.exists(path + ".xz"):
         print(f"plot_convergence: {path} not found, skipped")
         return None
-    with open(path) as f:
-        doc = json.load(f)
+    doc = qsgd_report.read_json(path)  # path, or path.xz (a committed results folder)
     if doc.get("schema") != SCHEMA:
         raise SystemExit(f"plot_convergence: {path}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
     return doc

@@ -3,7 +3,7 @@
 #
 #   benchmarks/algorithms/run_experiments.sh OUTDIR
 #
-# Writes OUTDIR/{convex,qsvrg,dqgd,async}.json (schema qsgd.algorithms/1, with
+# Writes OUTDIR/{convex,qsvrg,dqgd,async}.json.xz (schema qsgd.algorithms/1, with
 # provenance), the printed tables OUTDIR/*.txt, and the PNGs of
 # plot_convergence.py. Builds qsgd-algorithms with the release preset when it
 # is missing. A few minutes on two cores.
@@ -49,3 +49,5 @@ run convex "$bin" convex --seeds "$seeds" --out "$out/convex.json"
 run async "$mpiexec" -np "$ranks" "$bin" async --out "$out/async.json"
 
 "$python" "$root/benchmarks/algorithms/plot_convergence.py" "$out"
+# The raw JSON (every trace, 7 MB) as xz, as the results folder keeps it; the readers take either.
+xz -6 -f "$out/dqgd.json" "$out/qsvrg.json" "$out/convex.json" "$out/async.json"

@@ -255,6 +255,20 @@ def kernel_medians(doc):
     return {name: rows[max(rows)] for name, rows in kernel_medians_by_size(doc).items()}
 
 
+def read_json(path):
+    """The JSON document at path, or at path + ".xz" where only that exists
+    (a results folder keeps its large raw JSON compressed: results/reference/README.md).
+    Raises OSError naming path when neither exists, ValueError when it does not parse."""
+    import json
+    import lzma
+    import os
+    if not os.path.exists(path) and os.path.exists(path + ".xz"):
+        with lzma.open(path + ".xz", "rt") as f:
+            return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
 # ---- committed traces: one archive per results folder ----
 #
 # A results folder keeps its HDF5 traces in one solid archive, TRACES_ARCHIVE
