@@ -282,16 +282,21 @@ TRACES_STAMP = ".traces.unpacked"  # beside the archive: its digest and members,
 TRACE_MAX_BYTES = 1 << 30  # one trace; a larger member is refused, not written
 
 
-def _file_digest(path):
+def stream_digest(stream):
+    """SHA-256 (hex) of what remains in a binary stream."""
     import hashlib
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        h.update(block)
     return h.hexdigest()
 
 
-def _write_atomically(dest, src, mode=None):
+def _file_digest(path):
+    with open(path, "rb") as f:
+        return stream_digest(f)
+
+
+def write_atomically(dest, src, mode=None):
     """Copies the stream src to dest through a temporary file beside it and a
     rename, so a reader sees the whole file or none; the file gets the mode
     a plain open() would (0666 less the umask) unless mode says otherwise."""
@@ -347,10 +352,10 @@ def _unpack_archive(archive, keep_changed=False):
                                      % (dest, archive, os.path.getsize(dest), m.size, root))
                 continue
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            _write_atomically(dest, tar.extractfile(m))
+            write_atomically(dest, tar.extractfile(m))
     if not keep_changed:
         import io
-        _write_atomically(stamp, io.BytesIO(json.dumps({"archive_sha256": digest, "members": members}).encode()))
+        write_atomically(stamp, io.BytesIO(json.dumps({"archive_sha256": digest, "members": members}).encode()))
 
 
 def unpack_traces(path, keep_changed=False):

@@ -32,7 +32,7 @@ struct CublasRuntime {
   int (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int,
                const double*, double*, int) = nullptr;  // cublasDgemm_v2
   std::string path;     // the file that was loaded (resolved through the loader)
-  std::string version;  // "13.0.2": cublasGetProperty's major.minor.patch
+  std::string version;  // "13.1.0": cublasGetProperty's major.minor.patch
 };
 
 // The names load_cublas tries, in order: QSGD_CUBLAS alone when set.
