@@ -57,14 +57,6 @@ void psgd_init(const E& exec, const V& q, std::uint64_t seed, std::uint32_t tens
       });
 }
 
-// out[a][b] = sum_c p[a][c] q[b][c]: the approximation P Q^T.
-template <class E, class V>
-void psgd_expand(const E& exec, const V& p, std::uint64_t p_off, const V& q, std::uint64_t q_off, std::uint64_t rows,
-                 std::uint64_t cols, std::uint32_t r, const V& out, std::uint64_t o_off) {
-  psgd_dots(exec, "qsgd::comm::powersgd::expand", rows, cols, r, p, Strided{p_off, r, 0, 1}, q, Strided{q_off, 0, r, 1},
-            out, Strided{o_off, cols, 1, 0});
-}
-
 namespace {
 
 template <class E>

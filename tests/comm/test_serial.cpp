@@ -572,8 +572,10 @@ TEST(PowerSgdKernels, DeviceShapesMatchTheHostWalksBitForBit) {
   using HV = Kokkos::View<float*, Kokkos::HostSpace>;
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (std::uint32_t r : {1u, 3u, 8u, 9u})
-    for (auto [rows, cols] : {std::pair<std::uint64_t, std::uint64_t>{5, 3}, {37, 21}, {200, 64}}) {
+  // Shapes that leave partial row blocks (psgd_row_block) and column tiles
+  // (psgd_tile), and r below, at and above one group of psgd_lanes.
+  for (std::uint32_t r : {1u, 3u, 4u, 8u, 9u, 17u})
+    for (auto [rows, cols] : {std::pair<std::uint64_t, std::uint64_t>{5, 3}, {37, 21}, {200, 64}, {19, 1100}}) {
       SCOPED_TRACE("r=" + std::to_string(r) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
       const std::uint64_t off = 7;  // every view at an offset, as in the exchange
       HV m("m", off + rows * cols), q("q", off + cols * r), p1("p1", off + rows * r), p2("p2", off + rows * r);
@@ -596,6 +598,13 @@ TEST(PowerSgdKernels, DeviceShapesMatchTheHostWalksBitForBit) {
       psgd_back_tiles(HE(), m, off, rows, cols, p1, off, r, q1, off);
       psgd_back_elements(HE(), m, off, rows, cols, p1, off, r, q2, off);
       for (std::size_t i = 0; i < q1.extent(0); ++i) ASSERT_EQ(q1(i), q2(i)) << "back, element " << i;
+      HV o1("o1", off + rows * cols), o2("o2", off + rows * cols);
+      psgd_expand_rows(HE(), p1, off, q1, off, rows, cols, r, o1, off);
+      psgd_expand_elements(HE(), p1, off, q1, off, rows, cols, r, o2, off);
+      for (std::size_t i = 0; i < o1.extent(0); ++i) ASSERT_EQ(o1(i), o2(i)) << "expand, element " << i;
+      float any = 0;
+      for (std::size_t i = off; i < o1.extent(0); ++i) any += std::abs(o1(i));
+      EXPECT_GT(any, 0.0f) << "the expansion is all zeros: nothing was compared";
     }
 }
 
