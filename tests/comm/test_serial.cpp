@@ -608,6 +608,18 @@ TEST(PowerSgdKernels, DeviceShapesMatchTheHostWalksBitForBit) {
     }
 }
 
+TEST(PowerSgdKernels, BackTilesGiveEveryHostThreadWork) {
+  using qsgd::comm::detail::psgd_back_tile;
+  using qsgd::comm::detail::psgd_tile;
+  EXPECT_EQ(psgd_back_tile(4096, 1), psgd_tile);  // one thread: the widest tile
+  EXPECT_EQ(psgd_back_tile(100, 1), 112u);          // one tile: the columns rounded up to a line
+  EXPECT_EQ(psgd_back_tile(1024, 16), 16u);       // 64 tiles: four for each of 16 threads
+  EXPECT_EQ(psgd_back_tile(4096, 4), 256u);       // 16 tiles
+  EXPECT_EQ(psgd_back_tile(1000, 2), 128u);       // 125 a tile, rounded up to a line of 16
+  EXPECT_EQ(psgd_back_tile(3, 64), 16u);          // never below one line
+  EXPECT_EQ(psgd_back_tile(1 << 20, 8), psgd_tile);  // never above psgd_tile
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

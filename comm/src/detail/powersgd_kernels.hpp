@@ -112,20 +112,30 @@ KOKKOS_INLINE_FUNCTION void psgd_back_block(const float* m, std::uint64_t rows, 
     for (std::uint32_t k = 0; k < W; ++k) q[j * r + k] = static_cast<float>(sum[j][k]);
 }
 
+// The columns of a work item of psgd_back_tiles: psgd_tile on one thread;
+// with more, fewer (a multiple of 16, a 64-byte line of floats) where that
+// gives each thread four tiles.
+inline std::uint64_t psgd_back_tile(std::uint64_t cols, std::uint64_t threads) {
+  const std::uint64_t want = threads > 1 ? threads * 4 : 1, each = (cols + want - 1) / want;
+  const std::uint64_t lines = (each + 15) / 16 * 16;
+  return lines < 16 ? 16 : lines > psgd_tile ? psgd_tile : lines;
+}
+
 // q[b][c] = sum_a m[a][b] p[a][c]: M^T (cols x rows) times P (rows x r).
 // Parallel over single columns b would walk M by a row's stride per
-// element; instead each work item takes psgd_tile columns and walks M's rows
-// in order, reading psgd_tile contiguous floats of each.
+// element; instead each work item takes a tile of columns (psgd_back_tile)
+// and walks M's rows in order, reading the tile's contiguous floats of each.
 template <class E, class M, class V>
 void psgd_back_tiles(const E& exec, const M& m, std::uint64_t m_off, std::uint64_t rows, std::uint64_t cols, const V& p,
                std::uint64_t p_off, std::uint32_t r, const V& q, std::uint64_t q_off) {
-  const std::uint64_t tiles = (cols + psgd_tile - 1) / psgd_tile;
+  const std::uint64_t tile = psgd_back_tile(cols, static_cast<std::uint64_t>(exec.concurrency()));
+  const std::uint64_t tiles = (cols + tile - 1) / tile;
   const float* mp = m.data() + m_off;
   const float* pp = p.data() + p_off;
   float* qp = q.data() + q_off;
   Kokkos::parallel_for(
       "qsgd::comm::powersgd::back", Kokkos::RangePolicy<E>(exec, 0, tiles), KOKKOS_LAMBDA(std::uint64_t t) {
-        const std::uint64_t b0 = t * psgd_tile, nb = cols - b0 < psgd_tile ? cols - b0 : psgd_tile;
+        const std::uint64_t b0 = t * tile, nb = cols - b0 < tile ? cols - b0 : tile;
         for (std::uint32_t c0 = 0; c0 < r; c0 += psgd_lanes)
           psgd_with_lanes(r - c0, [&](auto w) {
             psgd_back_block<decltype(w)::value>(mp + b0, rows, cols, nb, pp + c0, r, qp + b0 * r + c0);
