@@ -226,7 +226,8 @@ for t in "${tables[@]}"; do
       benchmarks/replay/results.sh "$ref/$t" --build "$root/build/release" ;;
     tta)
       fresh "$t"
-      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp ;;
+      benchmarks/scaling/time-to-accuracy --out "$ref/$t" --peers ddp
+      benchmarks/scaling/qsgd-plots "$ref/$t" ;;
     *) echo "run-reference: unknown table '$t'" >&2; exit 2 ;;
   esac
   # The folder's traces into one archive (git ignores the *.h5 files themselves).
