@@ -612,7 +612,7 @@ TEST(PowerSgdKernels, BackTilesGiveEveryHostThreadWork) {
   using qsgd::comm::detail::psgd_back_tile;
   using qsgd::comm::detail::psgd_tile;
   EXPECT_EQ(psgd_back_tile(4096, 1), psgd_tile);  // one thread: the widest tile
-  EXPECT_EQ(psgd_back_tile(100, 1), 112u);          // one tile: the columns rounded up to a line
+  EXPECT_EQ(psgd_back_tile(100, 1), 112u);        // one tile: the columns rounded up to a line
   EXPECT_EQ(psgd_back_tile(1024, 16), 16u);       // 64 tiles: four for each of 16 threads
   EXPECT_EQ(psgd_back_tile(4096, 4), 256u);       // 16 tiles
   EXPECT_EQ(psgd_back_tile(1000, 2), 128u);       // 125 a tile, rounded up to a line of 16
