@@ -156,28 +156,6 @@ KOKKOS_INLINE_FUNCTION void psgd_expand_row(const float* pa, const float* q, std
   }
 }
 
-// out = P Q^T (rows x cols): parallel over rows, the sums of one row
-// independent of each other. r > psgd_lanes takes the element kernel's walk.
-template <class E, class V>
-void psgd_expand_rows(const E& exec, const V& p, std::uint64_t p_off, const V& q, std::uint64_t q_off, std::uint64_t rows,
-                      std::uint64_t cols, std::uint32_t r, const V& out, std::uint64_t o_off) {
-  const float* pp = p.data() + p_off;
-  const float* qp = q.data() + q_off;
-  float* op = out.data() + o_off;
-  Kokkos::parallel_for(
-      "qsgd::comm::powersgd::expand", Kokkos::RangePolicy<E>(exec, 0, rows), KOKKOS_LAMBDA(std::uint64_t a) {
-        if (r <= psgd_lanes) {
-          psgd_with_lanes(r, [&](auto w) { psgd_expand_row<decltype(w)::value>(pp + a * r, qp, cols, op + a * cols); });
-          return;
-        }
-        for (std::uint64_t b = 0; b < cols; ++b) {
-          double sum = 0;
-          for (std::uint32_t c = 0; c < r; ++c) sum = add_rn(sum, mul_rn(double(pp[a * r + c]), double(qp[b * r + c])));
-          op[a * cols + b] = static_cast<float>(sum);
-        }
-      });
-}
-
 // Orthonormal columns of P (rows x r) by modified Gram-Schmidt with one
 // reorthogonalization ("twice is enough"), in one sequential pass: the same
 // bits on every rank and backend. A column left with less than psgd_dependent
@@ -254,13 +232,31 @@ void psgd_back_elements(const E& exec, const M& m, std::uint64_t m_off, std::uin
             Strided{p_off, 1, 0, r}, q, Strided{q_off, 1, r, 0});
 }
 
-// psgd_expand_rows with a thread per element (a, b) of out: the sum over c
-// in increasing order.
+// out = P Q^T with a thread per element (a, b) of out: the sum over c in
+// increasing order.
 template <class E, class V>
 void psgd_expand_elements(const E& exec, const V& p, std::uint64_t p_off, const V& q, std::uint64_t q_off,
                           std::uint64_t rows, std::uint64_t cols, std::uint32_t r, const V& out, std::uint64_t o_off) {
   psgd_dots(exec, "qsgd::comm::powersgd::expand", rows, cols, r, p, Strided{p_off, r, 0, 1}, q, Strided{q_off, 0, r, 1},
             out, Strided{o_off, cols, 1, 0});
+}
+
+// out = P Q^T (rows x cols): parallel over rows, the sums of one row
+// independent of each other; r > psgd_lanes takes the element kernel.
+template <class E, class V>
+void psgd_expand_rows(const E& exec, const V& p, std::uint64_t p_off, const V& q, std::uint64_t q_off, std::uint64_t rows,
+                      std::uint64_t cols, std::uint32_t r, const V& out, std::uint64_t o_off) {
+  if (r > psgd_lanes) {
+    psgd_expand_elements(exec, p, p_off, q, q_off, rows, cols, r, out, o_off);
+    return;
+  }
+  const float* pp = p.data() + p_off;
+  const float* qp = q.data() + q_off;
+  float* op = out.data() + o_off;
+  Kokkos::parallel_for(
+      "qsgd::comm::powersgd::expand", Kokkos::RangePolicy<E>(exec, 0, rows), KOKKOS_LAMBDA(std::uint64_t a) {
+        psgd_with_lanes(r, [&](auto w) { psgd_expand_row<decltype(w)::value>(pp + a * r, qp, cols, op + a * cols); });
+      });
 }
 
 // psgd_orthonormalize_serial with a team: the dots and norms stay one
