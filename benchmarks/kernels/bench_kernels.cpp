@@ -12,6 +12,11 @@
 //   encode_only/<codec>       Codec::encode(q, out) of a vector quantized beforehand
 //   decode/<codec>            Codec::decode(msg, bytes, values)
 //   decode_accumulate/<codec> Codec::decode_accumulate(msg, bytes, w, acc)
+//   powersgd_<kernel>/r<R>    PowerSGD's kernels (comm/src/detail/powersgd_kernels.hpp)
+//                             on the input as one row-major matrix M of n / C rows and
+//                             C = --qsgd_matrix_cols columns, rank R = --qsgd_powersgd_rank:
+//                             project (P = M Q), orthonormalize (P's columns, modified
+//                             Gram-Schmidt twice), back (Q = M^T P), expand (out = P Q^T)
 // Every encode and decode includes the message checksum (CRC32C tree) and the
 // header checks, as in real use.
 //
@@ -20,6 +25,8 @@
 //                      memcpy actually moves 8n bytes: read + write)
 //   bits_per_dim     = message bytes * 8 / n   (encode and decode only; the
 //                      message of the warm-up call, step 0)
+// PowerSGD's rates are in bytes of M too: orthonormalize, whose work is
+// P's n / C x R, at the shape of this run (qsgd_matrix_cols in the context).
 // The fraction of the ceiling is not a counter of this program: the report
 // tools (benchmarks/common/qsgd_report.py, kernel_medians_by_size) divide a
 // kernel's median bytes_per_second by memcpy/kokkos's median at the same n
@@ -53,6 +60,7 @@
 // Options of this program (before the Google Benchmark and Kokkos ones):
 //   --qsgd_s=16 --qsgd_d=512 --qsgd_norm=max|l2 --qsgd_chunk=4096
 //   --qsgd_n_min=65536 --qsgd_n_max=67108864   (powers of 4 from n_min)
+//   --qsgd_matrix_cols=1024 --qsgd_powersgd_rank=4
 // JSON: --benchmark_out=FILE --benchmark_out_format=json.
 
 #include <benchmark/benchmark.h>
@@ -75,6 +83,7 @@
 #include "inputs.hpp"
 #include "provenance.hpp"
 #include "stats.hpp"
+#include "detail/powersgd_kernels.hpp"
 #include "qsgd/kernels.hpp"
 
 namespace {
@@ -95,6 +104,8 @@ struct Settings {
   std::uint32_t chunk = 4096;
   std::int64_t n_min = std::int64_t(1) << 16;
   std::int64_t n_max = std::int64_t(1) << 26;
+  std::uint64_t matrix_cols = 1024;  // PowerSGD: the input as matrices of this many columns
+  std::uint32_t powersgd_rank = 4;
   bool interleaved = true;  // Google Benchmark's random interleaving of repetitions
 
   qsgd::CodecConfig codec(qsgd::CodecKind c) const {
@@ -290,6 +301,42 @@ void bm_checksum(benchmark::State& state, Suite* suite) {
   });
 }
 
+// PowerSGD's kernels on the input as one matrix M (rows x cols, row-major),
+// each alone, in the shape of the execution space (psgd_project and the
+// others pick the host walks or the device kernels), with P (rows x r) and
+// Q (cols x r) drawn once.
+enum class PsgdKernel { project, orthonormalize, back, expand };
+
+const char* to_string(PsgdKernel k) {
+  switch (k) {
+    case PsgdKernel::project: return "project";
+    case PsgdKernel::orthonormalize: return "orthonormalize";
+    case PsgdKernel::back: return "back";
+    case PsgdKernel::expand: return "expand";
+  }
+  return "?";
+}
+
+void bm_powersgd(benchmark::State& state, Suite* suite, PsgdKernel k) {
+  namespace pd = qsgd::comm::detail;
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto& b = suite->buffers(n);
+  const std::uint64_t cols = suite->settings().matrix_cols, rows = n / cols;
+  const std::uint32_t r = suite->settings().powersgd_rank;
+  const Values p = qsgd::bench::make_input<Mem>(qsgd::bench::InputKind::gaussian, rows * r, input_seed + 1);
+  const Values q = qsgd::bench::make_input<Mem>(qsgd::bench::InputKind::gaussian, cols * r, input_seed + 2);
+  if (k == PsgdKernel::back || k == PsgdKernel::expand) pd::psgd_orthonormalize(Exec(), p, 0, rows, r);
+  suite->run(state, [&](std::uint64_t) -> std::size_t {
+    switch (k) {
+      case PsgdKernel::project: pd::psgd_project(Exec(), b.input, 0, rows, cols, q, 0, r, p, 0); break;
+      case PsgdKernel::orthonormalize: pd::psgd_orthonormalize(Exec(), p, 0, rows, r); break;
+      case PsgdKernel::back: pd::psgd_back(Exec(), b.input, 0, rows, cols, p, 0, r, q, 0); break;
+      case PsgdKernel::expand: pd::psgd_expand(Exec(), p, 0, q, 0, rows, cols, r, b.out, 0); break;
+    }
+    return 0;
+  });
+}
+
 // ---- registration and context ----------------------------------------------
 
 template <class Fn, class... Args>
@@ -321,6 +368,8 @@ std::string register_all(Suite* suite) {
       if (qsgd::is_quantized(c)) add("encode_only/" + qsgd::to_string(c), n, bm_encode_only, suite, c);
     for (auto c : all_codecs()) add("decode/" + qsgd::to_string(c), n, bm_decode, suite, c);
     for (auto c : all_codecs()) add("decode_accumulate/" + qsgd::to_string(c), n, bm_decode_accumulate, suite, c);
+    for (auto k : {PsgdKernel::project, PsgdKernel::orthonormalize, PsgdKernel::back, PsgdKernel::expand})
+      add(std::string("powersgd_") + to_string(k) + "/r" + std::to_string(s.powersgd_rank), n, bm_powersgd, suite, k);
   }
   return order;
 }
@@ -332,6 +381,8 @@ void add_context(const Settings& s) {
   benchmark::AddCustomContext("qsgd_d", std::to_string(s.d));
   benchmark::AddCustomContext("qsgd_norm", qsgd::to_string(s.norm));
   benchmark::AddCustomContext("qsgd_chunk", std::to_string(s.chunk));
+  benchmark::AddCustomContext("qsgd_matrix_cols", std::to_string(s.matrix_cols));
+  benchmark::AddCustomContext("qsgd_powersgd_rank", std::to_string(s.powersgd_rank));
   benchmark::AddCustomContext("qsgd_input", "gaussian N(0,1), seed " + std::to_string(input_seed));
   benchmark::AddCustomContext("qsgd_bytes_unit", "bytes_per_second = 4 n / time: bytes of fp32 input, memcpy included");
   benchmark::AddCustomContext("qsgd_interleaved", s.interleaved ? "true" : "false");
@@ -345,7 +396,8 @@ void add_context(const Settings& s) {
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-      "%s: throughput of quantize/encode/decode against memcpy (Google Benchmark).\n"
+      "%s: throughput of quantize/encode/decode and PowerSGD's kernels against memcpy\n"
+      "(Google Benchmark).\n"
       "Options of this program:\n"
       "  --qsgd_s=N          levels s (default 16)\n"
       "  --qsgd_d=N          bucket size, 0 = one bucket (default 512)\n"
@@ -353,6 +405,9 @@ void print_usage(std::FILE* out) {
       "  --qsgd_chunk=N      coordinates per chunk of the Elias codes (default 4096)\n"
       "  --qsgd_n_min=N      smallest n (default 65536); sizes go up x4\n"
       "  --qsgd_n_max=N      largest n (default 67108864)\n"
+      "  --qsgd_matrix_cols=C  PowerSGD: the input as one matrix of n / C rows and C columns;\n"
+      "                      C divides every n (default 1024)\n"
+      "  --qsgd_powersgd_rank=R  PowerSGD's rank r (default 4)\n"
       "Repetitions default to 5 (--benchmark_repetitions=R overrides).\n"
       "Kokkos options (--kokkos-...) are accepted too.\n\n",
       program);
@@ -404,6 +459,8 @@ Settings parse_settings(std::vector<char*>& args) {
     else if (key == "--qsgd_chunk") s.chunk = static_cast<std::uint32_t>(parse_count(key, val, 1, 0xFFFFFFFFull));
     else if (key == "--qsgd_n_min") s.n_min = static_cast<std::int64_t>(parse_count(key, val, 1, std::uint64_t(1) << 34));
     else if (key == "--qsgd_n_max") s.n_max = static_cast<std::int64_t>(parse_count(key, val, 1, std::uint64_t(1) << 34));
+    else if (key == "--qsgd_matrix_cols") s.matrix_cols = parse_count(key, val, 1, std::uint64_t(1) << 34);
+    else if (key == "--qsgd_powersgd_rank") s.powersgd_rank = static_cast<std::uint32_t>(parse_count(key, val, 1, 1u << 16));
     else if (key == "--qsgd_norm") {
       try {
         s.norm = qsgd::parse_norm(val);
@@ -415,6 +472,10 @@ Settings parse_settings(std::vector<char*>& args) {
     }
   }
   if (s.n_min > s.n_max) throw UsageError("--qsgd_n_min is larger than --qsgd_n_max");
+  for (std::int64_t n = s.n_min; n <= s.n_max; n *= 4)
+    if (static_cast<std::uint64_t>(n) % s.matrix_cols != 0)
+      throw UsageError("--qsgd_matrix_cols=" + std::to_string(s.matrix_cols) + " does not divide n = " +
+                       std::to_string(n) + " (the sizes are --qsgd_n_min x 4^i up to --qsgd_n_max)");
   static char default_reps[] = "--benchmark_repetitions=5";
   if (!reps_given) rest.push_back(default_reps);
   static char default_interleave[] = "--benchmark_enable_random_interleaving=true";

@@ -7,6 +7,9 @@
 #                      exchanges' size) and, with --kernel-max 16777216, 2^24 (64 MiB,
 #                      data out of the caches), one core, 3 repetitions: the coding rates
 #                      at the first of --levels; kernels-s<S>.json at each other level
+#   kernels-powersgd.json  (part powersgd) PowerSGD's kernels, r = 4, on the input as
+#                      a matrix of 1024 columns, with the memcpy of the same run, at the
+#                      sizes of kernels.json, one core, 3 repetitions
 #   fit-LINK.json      fp32 ring allreduce, K = 2, 64 KiB to 64 MiB (16 MiB at 100mbit
 #                      and below), one file per link: alpha and the cost per byte are
 #                      fitted on these rows only
@@ -32,16 +35,16 @@
 #     --kernel-max N  the largest n of the kernel rates, elements (4194304 = 2^22;
 #                   16777216 adds 2^24, the rates of a gradient that streams from
 #                   memory: qsgd-model replay takes them)
-#     --parts LIST  what to measure: kernels, fits (with links.json and the stack's
-#                   CPU of every emulated rate), ceilings
+#     --parts LIST  what to measure: kernels, powersgd, fits (with links.json
+#                   and the stack's CPU of every emulated rate), ceilings
 #                   (kernels,fits,ceilings)
 #     --build DIR   build tree with benchmarks/qsgd-bench-kernels and
 #                   benchmarks/qsgd-bench-exchange (default build/release)
 #     -h, --help    this text
 #
-# About 100 s for the kernels per level (150 s with 2^24), 20-60 s per link
-# and 10-40 s per ceiling on a 2-core machine. Needs root for emulated links (network
-# namespaces). Run on an otherwise idle
+# About 100 s for the kernels per level (150 s with 2^24), 30 s for PowerSGD's
+# kernels, 20-60 s per link and 10-40 s per ceiling on a 2-core machine. Needs
+# root for emulated links (network namespaces). Run on an otherwise idle
 # machine: the numbers are timings.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -66,6 +69,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$out" ] || { echo "calibrate.sh: --out DIR is required (see --help)" >&2; exit 2; }
+IFS=, read -r -a part_list <<< "$parts"
+for p in "${part_list[@]}"; do
+  case "$p" in
+    kernels|powersgd|fits|ceilings) ;;
+    *) echo "calibrate.sh: --parts takes kernels, powersgd, fits and ceilings, got '$p'" >&2; exit 2 ;;
+  esac
+done
 [[ "$kernel_max" =~ ^[0-9]+$ ]] && [ "$kernel_max" -ge 1048576 ] ||
   { echo "calibrate.sh: --kernel-max takes a number of elements >= 1048576, got '$kernel_max'" >&2; exit 2; }
 bin="$build/benchmarks"
@@ -105,6 +115,15 @@ if has_part kernels; then
       || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/$name.txt" >&2; exit 1; }
     echo "calibrate.sh: kernel rates at s = $s in $out/$name.json" >&2
   done
+fi
+
+if has_part powersgd; then
+  taskset -c 0 "$bin/qsgd-bench-kernels" --qsgd_n_min=1048576 --qsgd_n_max="$kernel_max" \
+    --qsgd_matrix_cols=1024 --qsgd_powersgd_rank=4 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_filter='memcpy/kokkos|^powersgd_' \
+    --benchmark_out="$out/kernels-powersgd.json" --benchmark_out_format=json > "$out/kernels-powersgd.txt" 2>&1 \
+    || { echo "calibrate.sh: qsgd-bench-kernels failed; its output: $out/kernels-powersgd.txt" >&2; exit 1; }
+  echo "calibrate.sh: PowerSGD's kernel rates in $out/kernels-powersgd.json" >&2
 fi
 
 if has_part fits; then

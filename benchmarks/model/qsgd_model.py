@@ -24,7 +24,10 @@ METADATA_BYTES = 32           # four 64-bit words in front of every framed messa
 LINEAR_BCAST_MAX_RANKS = 4    # libnbc's MPI_Ibcast (Open MPI 4.1): linear up to 4 ranks,
 CHAIN_SEGMENT_BYTES = 32768   # a chain of 32 KiB segments above (messages >= 512 KiB)
 
-STRATEGIES = ("allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce")
+STRATEGIES = ("allreduce", "allreduce16", "allgather", "param-server", "scatter-reduce", "powersgd")
+# PowerSGD compresses matrices: the model prices it only where it knows the
+# shapes of a bucket's tensors (a replayed description's; Bucket.matrices).
+NEEDS_SHAPES = ("powersgd",)
 CODECS = ("fixed", "rans", "elias-dense", "elias-sparse")
 
 
@@ -92,6 +95,7 @@ class Rates:
         self.source = source
         self.levels = levels   # the quantization levels s the rates were measured at
         self.floor = 0         # streaming(): the smallest unit a rate is taken at
+        self.matrix_cols = None  # the columns of the matrix PowerSGD's kernels ran on
 
     @classmethod
     def from_kernels_json(cls, doc, source=""):
@@ -105,7 +109,10 @@ class Rates:
         bits.setdefault("fp32", 32.0)
         bits.setdefault("bf16", 16.0)
         s = doc.get("context", {}).get("qsgd_s")
-        return cls(bps, bits, source, int(s) if s else None)
+        r = cls(bps, bits, source, int(s) if s else None)
+        cols = doc.get("context", {}).get("qsgd_matrix_cols")
+        r.matrix_cols = int(cols) if cols else None
+        return r
 
     def streaming(self, elements):
         """These rates for a step that streams `elements` elements through
@@ -313,11 +320,72 @@ def param_server(n, k, link, rates, share, codec):
                       [(0.0, gather), (server, bcast)])
 
 
-def exchange(strategy, codec, n, k, link, rates, cores, paced=False):
+def psgd_blocks(matrices, r):
+    """The matrices (rows, cols) PowerSGD compresses at rank r: those it
+    shrinks at least 2x, rows x cols >= 2 r (rows + cols)
+    (comm/src/powersgd.cpp)."""
+    return [(a, b) for a, b in matrices if a > 1 and a * b >= 2 * r * (a + b)]
+
+
+def powersgd(n, k, link, rates, share, matrices, r, feedback=False):
+    """PowerSGD of rank r on a bucket of n elements holding the matrices
+    `matrices` (rows, cols) (comm/src/powersgd.cpp): those psgd_blocks keeps
+    are compressed, every other element is averaged exactly beside the P
+    factors. In start(): P = M Q per matrix (with error feedback, first a
+    copy of the bucket as what was sent) and the rest copied beside P; ring
+    allreduce 1 of P and the rest; at the caller's next call: the rest
+    copied back, P's columns orthonormalized, Q = M^T P; ring allreduce 2 of
+    Q; in the wait: out = P Q^T per matrix, Q kept for the next step (with
+    error feedback, the approximation copied as what was sent). Each
+    product at its rate per element of M measured on the benchmark's matrix
+    (qsgd-bench-kernels powersgd_*, n / C rows of C columns), taken at the
+    matrix's size; the orthonormalization (rows x r^2 work) at the rate of a
+    benchmark matrix with as many rows; the copies at the memcpy rate; each
+    allreduce as ring_allreduce of its floats."""
+    if k == 1:
+        return Prediction(0.0, 0.0, 0.0, 0, "K = 1: no exchange")
+    blocks = psgd_blocks(matrices, r)
+    m = sum(a * b for a, b in blocks)
+    if m > n:
+        raise ModelError("powersgd: matrices of %d elements in a bucket of %d" % (m, n))
+    rest = n - m
+    p_len = sum(a for a, _ in blocks) * r + rest
+    q_len = sum(b for _, b in blocks) * r
+
+    def kernel(name, elements, unit):
+        return share * rates.seconds("powersgd_%s/r%d" % (name, r), elements, unit)
+
+    def copy(elements):
+        return share * rates.seconds("memcpy/kokkos", elements) if elements else 0.0
+    project = sum(kernel("project", a * b, a * b) for a, b in blocks)
+    back = sum(kernel("back", a * b, a * b) for a, b in blocks)
+    expand = sum(kernel("expand", a * b, a * b) for a, b in blocks)
+    if blocks and not rates.matrix_cols:
+        raise ModelError("%s: PowerSGD's kernel rates without the matrix shape they ran on (qsgd_matrix_cols)"
+                         % (rates.source or "the kernel results"))
+    orth = sum(kernel("orthonormalize", a * rates.matrix_cols, a * rates.matrix_cols) for a, _ in blocks)
+    ring_p = ring_allreduce(p_len, k, link, rates, share)
+    ring_q = ring_allreduce(q_len, k, link, rates, share) if q_len else Prediction(0.0, 0.0, 0.0, 0, "no Q")
+    before = (copy(n) if feedback else 0.0) + project + copy(rest)
+    middle = ring_p.after + copy(rest) + orth + back
+    after = ring_q.after + expand + copy(q_len) + (copy(m) if feedback else 0.0)
+    inside = ring_p.inside + ring_q.inside
+    net = ring_p.network + ring_q.network
+    cpu = before + middle + after + inside
+    return Prediction(net + cpu, net, cpu, ring_p.wire_bytes + ring_q.wire_bytes,
+                      "P %.4f (%d floats) + orthonormalize and Q %.4f + Q %.4f (%d floats) + expand %.4f" % (
+                          project, p_len, orth + back, ring_q.network, q_len, expand),
+                      before, after, [(0.0, ring_p.network + ring_p.inside), (middle, ring_q.network + ring_q.inside)],
+                      inside=inside)
+
+
+def exchange(strategy, codec, n, k, link, rates, cores, paced=False, matrices=None, rank=4, feedback=False):
     """The predicted time of one exchange; `cores` is how many cores the K
     ranks share (ranks on machines of their own: pass cores >= K). `paced`:
     the exchange runs in lockstep on its own (a benchmark's back-to-back
-    iterations), so its share is paced_share, not share_factor."""
+    iterations), so its share is paced_share, not share_factor. PowerSGD
+    takes the bucket's `matrices`, its `rank` and whether error feedback
+    keeps what was sent (`feedback`)."""
     share = paced_share(k, cores) if paced else share_factor(k, cores)
     if strategy == "allreduce":
         return ring_allreduce(n, k, link, rates, share)
@@ -329,6 +397,10 @@ def exchange(strategy, codec, n, k, link, rates, cores, paced=False):
         return scatter_reduce(n, k, link, rates, share, codec)
     if strategy == "param-server":
         return param_server(n, k, link, rates, share, codec)
+    if strategy == "powersgd":
+        if matrices is None:
+            raise ModelError("powersgd needs the shapes of the bucket's tensors (a replayed description's)")
+        return powersgd(n, k, link, rates, share, matrices, rank, feedback)
     raise ModelError("unknown strategy '%s' (known: %s)" % (strategy, ", ".join(STRATEGIES)))
 
 
@@ -401,13 +473,16 @@ class Bucket:
     gradient is complete, as a fraction of the backward pass. `tensors`: how
     many tensors share it; a bucket of several is copied into its fusion
     buffer in the hook and out of it after the wait (one memory pass each),
-    a tensor alone is exchanged in place (Bucketer::push_inplace)."""
+    a tensor alone is exchanged in place (Bucketer::push_inplace).
+    `matrices`: (rows, cols) of each of its tensors of more than one row
+    (the matrices PowerSGD may compress), where the shapes are known."""
 
-    def __init__(self, elements, compressed, ready_fraction, tensors=1):
+    def __init__(self, elements, compressed, ready_fraction, tensors=1, matrices=None):
         self.elements = int(elements)
         self.compressed = bool(compressed)
         self.ready = min(1.0, max(0.0, float(ready_fraction)))
         self.tensors = int(tensors)
+        self.matrices = None if matrices is None else [(int(a), int(b)) for a, b in matrices]
 
 
 def plan_buckets(sizes, fusion_bytes=8 << 20, layer_filter=10000, align=1):
@@ -453,6 +528,9 @@ class Description:
             self.optimizer, self.data = float(times["optimizer_s"]), float(times.get("data_s", 0.0))
             self.tensors = [(str(t["name"]), math.prod(int(x) for x in t["shape"]), float(t["ready_s"]))
                             for t in doc["tensors"]]
+            # A tensor of two or more dimensions is a matrix of shape[0] rows
+            # (train/src/trainer.cpp's Bucketer::add); a vector is none.
+            self.rows = [int(t["shape"][0]) if len(t["shape"]) >= 2 else 0 for t in doc["tensors"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError("%s: a field is missing or malformed (%s)" % (where, e))
         if not self.tensors or self.backward <= 0:
@@ -468,8 +546,10 @@ class Description:
 
     def buckets(self, fusion_bytes=8 << 20, layer_filter=10000, align=1):
         """The Bucketer's buckets of these tensors, each ready when its last
-        tensor is (its ready time over the backward time)."""
-        return [Bucket(n, c, max(self.tensors[t][2] for t in ts) / self.backward, len(ts))
+        tensor is (its ready time over the backward time), with the matrices
+        of its tensors of more than one row (comm/src/bucketer.cpp)."""
+        return [Bucket(n, c, max(self.tensors[t][2] for t in ts) / self.backward, len(ts),
+                       [(self.rows[t], self.tensors[t][1] // self.rows[t]) for t in ts if self.rows[t] > 1])
                 for n, c, ts in plan_buckets([n for _, n, _ in self.tensors], fusion_bytes, layer_filter, align)]
 
     def step_compute(self, scale=1.0):
@@ -499,11 +579,12 @@ def _stack_during(preds, starts, ends, until, per_byte):
     return stack
 
 
-def _waits(buckets, preds, deferred, ends, copies, t_cpu, link_free):
+def _waits(buckets, preds, deferred, ends, outs, t_cpu, link_free):
     """After backward (t_cpu): in its waits the caller runs the phases left
     for it, bucket by bucket, each once the data of the phase before has
     arrived (waiting for it); then it waits for each bucket in turn, decodes
-    it and copies it out of its fusion buffer. Returns (the time it is done,
+    it and does its work after the wait (`outs`: the copy out of its fusion
+    buffer, error feedback's update). Returns (the time it is done,
     the time it waited); `ends` is updated."""
     waited = 0.0
     for i in sorted(deferred, key=lambda j: buckets[j].ready):
@@ -517,14 +598,30 @@ def _waits(buckets, preds, deferred, ends, copies, t_cpu, link_free):
             link_free = t
         ends[i] = t
     t = t_cpu
-    for end, p, cp in zip(ends, preds, copies):
+    for end, p, cp in zip(ends, preds, outs):
         waited += max(0.0, end - t)
         t = max(t, end) + p.after + cp
     return t, waited
 
 
+def _bucket_passes(buckets, rates, share, fill, feedback):
+    """Per bucket, the host's memory passes over it at the memcpy rate of the
+    rank's share of a core: replay's write of its gradients (`fill`); the
+    copy into (and again out of) its fusion buffer, for a bucket of several
+    tensors or, under error feedback, any compressed one (Bucketer::push of
+    the residual); error feedback's 1.5 passes before the push and 2.5
+    after the wait (step_time)."""
+    def copy(b):
+        return share * rates.seconds("memcpy/kokkos", b.elements)
+    ef = [feedback and b.compressed for b in buckets]
+    return ([copy(b) if fill else 0.0 for b in buckets],
+            [copy(b) if b.tensors > 1 or e else 0.0 for b, e in zip(buckets, ef)],
+            [1.5 * copy(b) if e else 0.0 for b, e in zip(buckets, ef)],
+            [2.5 * copy(b) if e else 0.0 for b, e in zip(buckets, ef)])
+
+
 def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_scale=None, sleep=False,
-              fill=False, stream=False):
+              fill=False, stream=False, rank=4, feedback=False):
     """One training step of a rank among K, replayed from its parts:
 
       * compute: `compute` times `compute_scale` (by default the cores' share
@@ -546,6 +643,14 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         the gradients), one memory pass each;
       * `stream`: the kernels stream the whole gradient, so each rate is
         taken at the gradient's size (Rates.streaming), not its unit's;
+      * `feedback`: error feedback (qsgd::train::FeedbackState, ef and
+        ef-unscaled) on the compressed buckets: in the hook, before the
+        push, s += g (8 bytes read and 4 written per element: 1.5 passes at
+        the memcpy rate); after the wait, s -= c sent and g *= c (12 read, 8
+        written: 2.5 passes); the residual is pushed into the fusion buffer
+        and the average copied out of it, whatever the bucket holds; the
+        exchange keeps what it sent (PowerSGD's copies; `rank` is
+        PowerSGD's r);
       * the host stack copies every byte that moves during backward on the
         rank's cores, so backward is that much longer (with `sleep`, the
         host's work during backward is);
@@ -570,14 +675,12 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
     preds = []
     for b in buckets:
         if b.compressed:
-            preds.append(exchange(strategy, codec, b.elements, k, link, rates, cores))
+            preds.append(exchange(strategy, codec, b.elements, k, link, rates, cores, matrices=b.matrices, rank=rank,
+                                  feedback=feedback))
         else:
             preds.append(exchange("allreduce", "fp32", b.elements, k, link, rates, cores))
 
-    def copy(b):  # a pass over a bucket, copying, at the memcpy rate of the rank's share of a core
-        return share * rates.seconds("memcpy/kokkos", b.elements)
-    fills = [copy(b) if fill else 0.0 for b in buckets]
-    copies = [copy(b) if b.tensors > 1 else 0.0 for b in buckets]  # into and out of the fusion buffer
+    fills, copies, ef_before, ef_after = _bucket_passes(buckets, rates, share, fill, feedback)
     # The caller's calls into the exchanges during backward: a hook as each
     # bucket's gradients are pushed.
     provisional_end = fwd + bwd + sum(p.before for p in preds)
@@ -590,8 +693,8 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
     for i in sorted(range(len(buckets)), key=lambda j: buckets[j].ready):
         p = preds[i]
         host = max(host + fills[i], fwd + buckets[i].ready * bwd + (0.0 if sleep else hooks))
-        host += copies[i] + p.before
-        hooks += copies[i] + p.before
+        host += ef_before[i] + copies[i] + p.before
+        hooks += ef_before[i] + copies[i] + p.before
         t = starts[i] = max(host, link_free)
         for j, (cpu, net) in enumerate(p.segments):
             if j > 0:
@@ -611,12 +714,13 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
     backward_end = max(fwd + bwd, host) if sleep else max(fwd + bwd + hooks, host)
     stack = _stack_during(preds, starts, ends, backward_end, link.gamma * share)
     backward_end = max(fwd + bwd, host + stack) if sleep else backward_end + stack
-    t, waited = _waits(buckets, preds, deferred, ends, copies, backward_end, link_free)
+    t, waited = _waits(buckets, preds, deferred, ends, [c + e for c, e in zip(copies, ef_after)], backward_end,
+                       link_free)
     timeline = t + upd + other
     # The rank's cores also bound the step: every kernel, the compute on
     # them, and the host stack's copies of every byte run on them, whether
     # or not the timeline above found the network free.
-    cpu_total = (other if sleep else fwd + bwd + upd + other) + busy + sum(copies) \
+    cpu_total = (other if sleep else fwd + bwd + upd + other) + busy + sum(copies) + sum(ef_after) \
         + sum(p.after + p.inside for p in preds) \
         + sum(cpu for i in deferred for cpu, _ in preds[i].segments[deferred[i][0]:]) \
         + sum(p.wire_bytes for p in preds) * link.gamma * share
@@ -628,7 +732,8 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         # surplus is its own kernels.
         waited += min(cpu_total - timeline, max(0.0, sum(p.wire_bytes for p in preds) * link.gamma * share - stack))
     return total, {"cpu_bound": cpu_total > timeline, "timeline_s": timeline, "forward_s": fwd, "backward_s": bwd, "hooks_s": hooks,
-                   "fill_s": sum(fills), "zero_s": zero, "copies_s": 2 * sum(copies), "stack_s": stack, "exposed_s": waited,
+                   "fill_s": sum(fills), "zero_s": zero, "copies_s": 2 * sum(copies),
+                   "feedback_s": sum(ef_before) + sum(ef_after), "stack_s": stack, "exposed_s": waited,
                    "after_s": sum(p.after for p in preds), "update_s": upd,
                    "coding_s": sum(p.before + p.after + sum(cpu for cpu, _ in p.segments) for p in preds), "other_s": other, "compute_share": c,
                    "wire_bytes": sum(p.wire_bytes for p in preds)}

@@ -9,9 +9,10 @@
 # and scatter-reduce, the table shows the faster), 4-bit QSGD with the rANS
 # code (both strategies) and PowerSGD of rank 4 with its error feedback.
 # Before the first run, what qsgd-model is calibrated on (calibrate.sh: the
-# coding rates at s = 16 and 4 up to 2^24 elements, fp32 ring fits of shared memory, unshaped,
-# 1 and 10 Gbit/s links, and the link ceiling of every emulated rate at K = 2
-# and 4, one 64 MiB ring of K ranks) into OUT/calibration, which qsgd-summary
+# coding rates at s = 16 and 4 up to 2^24 elements, PowerSGD's kernels at
+# r = 4, fp32 ring fits of shared memory, unshaped, 1 and 10 Gbit/s links,
+# and the link ceiling of every emulated rate at K = 2 and 4, one 64 MiB ring
+# of K ranks) into OUT/calibration, which qsgd-summary
 # and qsgd-model replay read; after the last, the ceilings again
 # (OUT/calibration-after).
 #
@@ -72,7 +73,7 @@ calibrate() {  # calibrate DIR PARTS: calibrate.sh on every link of the runs, ce
   if [ "$dry" = 1 ]; then echo "${cmd[*]}"; return; fi
   "${cmd[@]}"
 }
-[ -f "$out/calibration/ceiling-10gbit-K4.json" ] || calibrate "$out/calibration" kernels,fits,ceilings  # kept when re-run
+[ -f "$out/calibration/ceiling-10gbit-K4.json" ] || calibrate "$out/calibration" kernels,powersgd,fits,ceilings  # kept when re-run
 
 failed=0
 run_sweep() {  # run_sweep ARGS...: one qsgd-sweep into OUT; a failed run is counted, the others go on

@@ -140,8 +140,50 @@ class Formulas(unittest.TestCase):
 
     def test_one_rank_exchanges_nothing(self):
         for s in qm.STRATEGIES:
-            p = qm.exchange(s, "fixed", 1 << 20, 1, qm.Link(1e-5, 1e-9), stub_rates(), cores=2)
+            p = qm.exchange(s, "fixed", 1 << 20, 1, qm.Link(1e-5, 1e-9), psgd_rates(), cores=2,
+                            matrices=[(1024, 1024)])
             self.assertEqual((p.total, p.wire_bytes), (0.0, 0), s)
+
+    def test_powersgd_by_hand(self):
+        # One matrix it compresses (1000 x 600), one it averages exactly (10 x 10: 100 elements
+        # < 2 r (rows + cols) = 160) and 5,000 elements of vectors: the rest is 5,100 elements.
+        # Copies at 4 GB/s, PowerSGD's kernels at 2 GB/s of M, the benchmark's matrix 100 columns wide.
+        n, r = 600000 + 100 + 5000, 4
+        c = lambda e: 4.0 * e / 4e9  # noqa: E731
+        kern = lambda e: 4.0 * e / 2e9  # noqa: E731
+        p_len, q_len = 1000 * r + 5100, 600 * r
+        ring_p, ring_q = 2.0 * 0.5 * 4 * p_len, 2.0 * 0.5 * 4 * q_len   # 2(K-1)/K x 4 bytes, K = 2
+        for feedback in (False, True):
+            p = qm.exchange("powersgd", "fp32", n, 2, qm.Link(0.0, 1e-9), psgd_rates(), cores=4,
+                            matrices=[(1000, 600), (10, 10)], rank=r, feedback=feedback)
+            before = kern(600000) + c(5100) + (c(n) if feedback else 0.0)          # P = M Q; the rest in
+            middle = c(p_len) + c(5100) + kern(1000 * 100) + kern(600000)         # ring 1's 1/K; rest out;
+            after = c(q_len) + kern(600000) + c(q_len) + (c(600000) if feedback else 0.0)  # orthonormalize, Q
+            inside = 0.5 * c(p_len) + 0.5 * c(q_len)                               # the rings' additions
+            self.assertEqual(p.wire_bytes, ring_p + ring_q)
+            self.assertAlmostEqual(p.before, before, places=15)
+            self.assertAlmostEqual(p.after, after, places=15)
+            self.assertAlmostEqual(p.inside, inside, places=15)
+            self.assertAlmostEqual(p.network, (ring_p + ring_q) * 1e-9, places=15)
+            self.assertAlmostEqual(p.total, (ring_p + ring_q) * 1e-9 + before + middle + after + inside, places=15)
+            self.assertEqual(len(p.segments), 2)
+            self.assertAlmostEqual(p.segments[0][0], 0.0)
+            self.assertAlmostEqual(p.segments[0][1], ring_p * 1e-9 + 0.5 * c(p_len), places=15)
+            self.assertAlmostEqual(p.segments[1][0], middle, places=15)
+            self.assertAlmostEqual(p.segments[1][1], ring_q * 1e-9 + 0.5 * c(q_len), places=15)
+
+    def test_powersgd_without_shapes_or_rates_is_an_error(self):
+        with self.assertRaisesRegex(qm.ModelError, "powersgd needs the shapes"):
+            qm.exchange("powersgd", "fp32", 1 << 20, 2, qm.Link(0, 1e-9), psgd_rates(), cores=2)
+        with self.assertRaisesRegex(qm.ModelError, "no rate for kernel 'powersgd_project/r4'"):
+            qm.exchange("powersgd", "fp32", 1 << 20, 2, qm.Link(0, 1e-9), stub_rates(), cores=2,
+                        matrices=[(1024, 1024)])
+        shapeless = psgd_rates(cols=None)
+        with self.assertRaisesRegex(qm.ModelError, "without the matrix shape they ran on"):
+            qm.exchange("powersgd", "fp32", 1 << 20, 2, qm.Link(0, 1e-9), shapeless, cores=2, matrices=[(1024, 1024)])
+        with self.assertRaisesRegex(qm.ModelError, "matrices of 1048576 elements in a bucket of 1000"):
+            qm.exchange("powersgd", "fp32", 1000, 2, qm.Link(0, 1e-9), psgd_rates(), cores=2,
+                        matrices=[(1024, 1024)])
 
     def test_unknown_strategy_and_missing_kernel_are_errors(self):
         with self.assertRaisesRegex(qm.ModelError, "unknown strategy 'ring'"):
@@ -240,6 +282,15 @@ class Steps(unittest.TestCase):
         self.assertAlmostEqual(total, cpu, places=12)
 
 
+def psgd_rates(cols=100):
+    """stub_rates, and PowerSGD's kernels at r = 4 at 2 GB/s of M, measured on a matrix of `cols` columns."""
+    r = stub_rates()
+    for k in ("project", "orthonormalize", "back", "expand"):
+        r.bps["powersgd_%s/r4" % k] = {0: 2e9}
+    r.matrix_cols = cols
+    return r
+
+
 class Replay(unittest.TestCase):
     """The model of a replayed step: the Bucketer's plan of a description's
     tensors, compute that sleeps (a GPU's) or spins, replay's gradient writes."""
@@ -279,6 +330,12 @@ class Replay(unittest.TestCase):
                          [(30, False, 2), (600064 + 500224, True, 2)])
         self.assertAlmostEqual(b[0].ready, 0.019 / 0.02)
         self.assertAlmostEqual(b[1].ready, 0.010 / 0.02)
+        # The matrices PowerSGD may compress: tensors of two or more dimensions, shape[0] rows.
+        self.assertEqual([x.matrices for x in b], [[], [(1000, 600)]])
+        conv = qm.Description({"format": "qsgd-model-description", "model": "conv", "batch": 1,
+                               "times": {"forward_s": 0.01, "backward_s": 0.02, "optimizer_s": 0.0},
+                               "tensors": [{"name": "w", "shape": [64, 3, 7, 7], "ready_s": 0.01}]}, "conv.json")
+        self.assertEqual(conv.buckets()[0].matrices, [(64, 147)])
 
     def test_a_description_without_its_fields_is_named(self):
         with self.assertRaisesRegex(qm.ModelError, "bad.json: not a qsgd-model-description"):
@@ -289,6 +346,25 @@ class Replay(unittest.TestCase):
     def step(self, buckets, sleep, fill=False, link=None, strategy="allgather"):
         return qm.step_time(buckets, self.COMPUTE, 2, link or qm.Link(0.0, 1e-9), stub_rates(), cores=4,
                             strategy=strategy, codec="fixed", sleep=sleep, fill=fill)
+
+    def test_error_feedback_costs_its_passes_and_the_fusion_copies(self):
+        # One compressed bucket of one tensor: without feedback it is exchanged in place; with
+        # it the residual is pushed (a copy in, a copy out) and s += g (1.5 passes) before, s -= sent
+        # and g *= c (2.5 passes) after, each at the memcpy rate of the rank's share (K = 2, 4 cores: 1).
+        b = [qm.Bucket(1 << 20, True, 0.5, 1, [(1024, 1024)])]
+        copy = 4.0 * (1 << 20) / 4e9
+
+        def step(feedback):
+            return qm.step_time(b, self.COMPUTE, 2, qm.Link(0.0, 1e-9), psgd_rates(), cores=4, strategy="powersgd",
+                                codec="fp32", sleep=True, feedback=feedback)
+        t0, plain = step(False)
+        t1, fed = step(True)
+        self.assertEqual((plain["feedback_s"], plain["copies_s"]), (0.0, 0.0))
+        self.assertAlmostEqual(fed["feedback_s"], 4.0 * copy, places=15)
+        self.assertAlmostEqual(fed["copies_s"], 2.0 * copy, places=15)
+        # Before the push: s += g, the copy in, PowerSGD's copy of what it sends, its projection.
+        self.assertAlmostEqual(fed["hooks_s"] - plain["hooks_s"], 1.5 * copy + copy + copy, places=15)
+        self.assertGreater(t1, t0)
 
     def test_hooks_delay_compute_on_the_cores_but_not_a_gpus(self):
         # Encoding 2^20 elements at 4 GB/s takes 1.049 ms in the hook: on the cores backward is that
@@ -664,6 +740,34 @@ class Command(unittest.TestCase):
             self.assertGreater(r["predicted_parts"]["fill_s"], 0.0)
         self.assertEqual(doc["step_errors"]["rows"], len(doc["steps"]))
 
+    def test_replay_predicts_powersgd_with_its_kernels_rates(self):
+        # The committed calibration beside a kernels-powersgd.json of PowerSGD's kernels at 5 GB/s:
+        # every run is predicted, the others exactly as without the file.
+        import shutil
+        _, before = self.run_json("replay", self.REPLAY)
+        with tempfile.TemporaryDirectory() as tmp:
+            cal = os.path.join(tmp, "calibration")
+            shutil.copytree(os.path.join(self.REPLAY, "calibration"), cal)
+            rows = [{"name": "powersgd_%s/r4/%d/manual_time_median" % (k, n), "run_name":
+                     "powersgd_%s/r4/%d/manual_time" % (k, n), "run_type": "aggregate", "aggregate_name": "median",
+                     "repetitions": 3, "bytes_per_second": 5e9}
+                    for k in ("project", "orthonormalize", "back", "expand") for n in (1 << 20, 1 << 24)]
+            with open(os.path.join(cal, "kernels-powersgd.json"), "w") as f:
+                json.dump({"context": {"qsgd_matrix_cols": "1024", "qsgd_powersgd_rank": "4"}, "benchmarks": rows}, f)
+            _, doc = self.run_json("replay", self.REPLAY, "--calibration", cal)
+        self.assertEqual(doc["skipped"], [])
+        psgd = [r for r in doc["steps"] if r["strategy"] == "powersgd"]
+        self.assertEqual(sorted(r["file"] for r in psgd), sorted(x["file"] for x in before["skipped"]))
+        for r in psgd:
+            parts = r["predicted_parts"]
+            self.assertGreater(parts["feedback_s"], 0.0)   # the bundled runs use error feedback
+            self.assertGreater(parts["coding_s"], 0.0)
+            ring = next(x for x in doc["steps"] if x["strategy"] == "allreduce" and
+                        (x["model"], x["rate"], x["ranks"]) == (r["model"], r["rate"], r["ranks"]))
+            self.assertLess(parts["wire_bytes"], 0.1 * ring["predicted_parts"]["wire_bytes"])  # factors, not the gradient
+        others = {r["file"]: r["predicted_s"] for r in doc["steps"] if r["strategy"] != "powersgd"}
+        self.assertEqual(others, {r["file"]: r["predicted_s"] for r in before["steps"]})
+
     def test_replay_stops_when_the_bucketers_plan_is_not_the_models(self):
         import h5py
         src = os.path.join(self.REPLAY, "resnet50-1gbit-K2-allgather-fixed-4bit.h5")
@@ -822,10 +926,11 @@ class Command(unittest.TestCase):
             rows = plots.load_rows([tmp])
             curves = plots.load_curves([tmp], rows)
         # Every K = 2 trace of the suite, none of the peer's; PowerSGD, which the
-        # model has no schedule for, listed as not predicted.
+        # model prices only with its tensors' shapes, listed as not predicted.
         self.assertEqual(sorted(x["file"] for x in doc["steps"]), k2)
         self.assertEqual(doc["skipped"], [{"file": "mlp-1gbit-K2-powersgd-r4-ef-seed1.h5",
-                                           "why": "strategy powersgd has no schedule in the model"}])
+                                           "why": "powersgd needs the shapes of the tensors, which only a "
+                                                  "replayed description gives"}])
         self.assertIn("not predicted: mlp-1gbit-K2-powersgd-r4-ef-seed1.h5", r.stdout)
         for x in doc["steps"]:
             self.assertAlmostEqual(x["error"], x["predicted_s"] / x["measured_s"] - 1.0, places=12)
