@@ -768,6 +768,16 @@ class Command(unittest.TestCase):
         others = {r["file"]: r["predicted_s"] for r in doc["steps"] if r["strategy"] != "powersgd"}
         self.assertEqual(others, {r["file"]: r["predicted_s"] for r in before["steps"]})
 
+    def test_calibrate_refuses_an_unknown_part_before_measuring(self):
+        script = os.path.join(REPO, "benchmarks", "model", "calibrate.sh")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "cal")
+            r = subprocess.run(["bash", script, "--out", out, "--parts", "kernels,powersgd,kernel"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("--parts takes kernels, powersgd, fits and ceilings, got 'kernel'", r.stderr)
+            self.assertFalse(os.path.exists(out))  # nothing measured, nothing written
+
     def test_replay_stops_when_the_bucketers_plan_is_not_the_models(self):
         import h5py
         src = os.path.join(self.REPLAY, "resnet50-1gbit-K2-allgather-fixed-4bit.h5")
