@@ -19,6 +19,17 @@ sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 import qsgd_model as qm  # noqa: E402
 
 
+def qsgd_tables_module():
+    """benchmarks/report/qsgd-tables, a script, as a module."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("qsgd_tables", os.path.join(REPO, "benchmarks", "report",
+                                                                              "qsgd-tables"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("qsgd_tables", loader))
+    loader.exec_module(module)
+    return module
+
+
 def qsgd_report_module():
     import qsgd_report
     return qsgd_report
@@ -741,12 +752,20 @@ class Command(unittest.TestCase):
         self.assertEqual(doc["step_errors"]["rows"], len(doc["steps"]))
 
     def test_replay_predicts_powersgd_with_its_kernels_rates(self):
-        # The committed calibration beside a kernels-powersgd.json of PowerSGD's kernels at 5 GB/s:
-        # every run is predicted, the others exactly as without the file.
+        # The committed runs (linked) and calibration beside a kernels-powersgd.json of PowerSGD's
+        # kernels at 5 GB/s: every run is predicted, the others exactly as without the file, and the
+        # results report's table gains PowerSGD's speedups.
         import shutil
         _, before = self.run_json("replay", self.REPLAY)
+        tables = qsgd_tables_module()
+        self.assertNotIn("PowerSGD", tables.table_replay_models_model(self.REPLAY).splitlines()[0])
         with tempfile.TemporaryDirectory() as tmp:
-            cal = os.path.join(tmp, "calibration")
+            folder = os.path.join(tmp, "replay-models")
+            os.mkdir(folder)
+            for t in all_traces(self.REPLAY):
+                if not t.startswith("calibration"):
+                    os.symlink(os.path.abspath(os.path.join(self.REPLAY, t)), os.path.join(folder, t))
+            cal = os.path.join(folder, "calibration")
             shutil.copytree(os.path.join(self.REPLAY, "calibration"), cal)
             rows = [{"name": "powersgd_%s/r4/%d/manual_time_median" % (k, n), "run_name":
                      "powersgd_%s/r4/%d/manual_time" % (k, n), "run_type": "aggregate", "aggregate_name": "median",
@@ -754,7 +773,15 @@ class Command(unittest.TestCase):
                     for k in ("project", "orthonormalize", "back", "expand") for n in (1 << 20, 1 << 24)]
             with open(os.path.join(cal, "kernels-powersgd.json"), "w") as f:
                 json.dump({"context": {"qsgd_matrix_cols": "1024", "qsgd_powersgd_rank": "4"}, "benchmarks": rows}, f)
-            _, doc = self.run_json("replay", self.REPLAY, "--calibration", cal)
+            _, doc = self.run_json("replay", folder)
+            table = tables.table_replay_models_model(folder).splitlines()
+        self.assertTrue(table[0].endswith("| PowerSGD r = 4 over fp32 ring: measured / predicted |"), table[0])
+        ring = {(r["model"], r["rate"], r["ranks"]): r for r in doc["steps"] if r["strategy"] == "allreduce"}
+        cells = set(line.split("|")[-2].strip() for line in table[2:] if line.startswith("| "))
+        self.assertEqual(cells, {"%.2f / %.2f" % (ring[k]["measured_s"] / r["measured_s"],
+                                                   ring[k]["predicted_s"] / r["predicted_s"])
+                                 for r in doc["steps"] if r["strategy"] == "powersgd"
+                                 for k in [(r["model"], r["rate"], r["ranks"])]})
         self.assertEqual(doc["skipped"], [])
         psgd = [r for r in doc["steps"] if r["strategy"] == "powersgd"]
         self.assertEqual(sorted(r["file"] for r in psgd), sorted(x["file"] for x in before["skipped"]))
