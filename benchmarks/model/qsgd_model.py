@@ -339,9 +339,10 @@ def powersgd(n, k, link, rates, share, matrices, r, feedback=False):
     error feedback, the approximation copied as what was sent). Each
     product at its rate per element of M measured on the benchmark's matrix
     (qsgd-bench-kernels powersgd_*, n / C rows of C columns), taken at the
-    matrix's size; the orthonormalization (rows x r^2 work) at the rate of a
-    benchmark matrix with as many rows; the copies at the memcpy rate; each
-    allreduce as ring_allreduce of its floats."""
+    matrix's size, and the orthonormalization (rows x r^2 work) at the rate
+    of a benchmark matrix with as many rows, unless Rates.streaming holds
+    every rate at the gradient's size (replay); the copies at the memcpy
+    rate; each allreduce as ring_allreduce of its floats."""
     if k == 1:
         return Prediction(0.0, 0.0, 0.0, 0, "K = 1: no exchange")
     blocks = psgd_blocks(matrices, r)
@@ -643,8 +644,8 @@ def step_time(buckets, compute, k, link, rates, cores, strategy, codec, compute_
         the gradients), one memory pass each;
       * `stream`: the kernels stream the whole gradient, so each rate is
         taken at the gradient's size (Rates.streaming), not its unit's;
-      * `feedback`: error feedback (qsgd::train::FeedbackState, ef and
-        ef-unscaled) on the compressed buckets: in the hook, before the
+      * `feedback`: error feedback (qsgd::train::FeedbackState's ef or
+        ef-unscaled; PowerSGD takes ef-unscaled) on the compressed buckets: in the hook, before the
         push, s += g (8 bytes read and 4 written per element: 1.5 passes at
         the memcpy rate); after the wait, s -= c sent and g *= c (12 read, 8
         written: 2.5 passes); the residual is pushed into the fusion buffer

@@ -19,17 +19,6 @@ sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 import qsgd_model as qm  # noqa: E402
 
 
-def qsgd_tables_module():
-    """benchmarks/report/qsgd-tables, a script, as a module."""
-    import importlib.machinery
-    import importlib.util
-    loader = importlib.machinery.SourceFileLoader("qsgd_tables", os.path.join(REPO, "benchmarks", "report",
-                                                                              "qsgd-tables"))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("qsgd_tables", loader))
-    loader.exec_module(module)
-    return module
-
-
 def qsgd_report_module():
     import qsgd_report
     return qsgd_report
@@ -43,6 +32,17 @@ def stub_rates(gbps=4.0, bits=None):
             ["decode_accumulate/%s" % c for c in ("fixed", "rans", "fp32", "bf16")] + \
             ["decode/%s" % c for c in ("fixed", "rans")]
     return qm.Rates({k: gbps * 1e9 for k in names}, bits or {"fixed": 6.0, "rans": 4.5, "fp32": 32.0, "bf16": 16.0})
+
+
+def psgd_rates(cols=100):
+    """stub_rates, and PowerSGD's kernels at r = 4, measured on a matrix of `cols` columns: each at its own
+    rate, which depends on the size (GB/s of M at 10^5 and 10^6 elements)."""
+    r = stub_rates()
+    for k, (small, large) in {"project": (2e9, 3e9), "orthonormalize": (20e9, 40e9), "back": (1.5e9, 2.5e9),
+                              "expand": (1e9, 1.2e9)}.items():
+        r.bps["powersgd_%s/r4" % k] = {100000: small, 1000000: large}
+    r.matrix_cols = cols
+    return r
 
 
 class Formulas(unittest.TestCase):
@@ -158,18 +158,22 @@ class Formulas(unittest.TestCase):
     def test_powersgd_by_hand(self):
         # One matrix it compresses (1000 x 600), one it averages exactly (10 x 10: 100 elements
         # < 2 r (rows + cols) = 160) and 5,000 elements of vectors: the rest is 5,100 elements.
-        # Copies at 4 GB/s, PowerSGD's kernels at 2 GB/s of M, the benchmark's matrix 100 columns wide.
+        # Copies at 4 GB/s, PowerSGD's kernels each at its own rate at the matrix's size (600,000
+        # elements), orthonormalization at the benchmark matrix's with 1,000 rows (100 columns wide).
         n, r = 600000 + 100 + 5000, 4
+        rates = psgd_rates()
         c = lambda e: 4.0 * e / 4e9  # noqa: E731
-        kern = lambda e: 4.0 * e / 2e9  # noqa: E731
+        kern = {k: 4.0 * 600000 / rates.rate("powersgd_%s/r4" % k, 600000) for k in ("project", "back", "expand")}
+        orth = 4.0 * 100000 / rates.rate("powersgd_orthonormalize/r4", 100000)
+        self.assertEqual(rates.rate("powersgd_orthonormalize/r4", 100000), 20e9)  # a measured size: no interpolation
         p_len, q_len = 1000 * r + 5100, 600 * r
         ring_p, ring_q = 2.0 * 0.5 * 4 * p_len, 2.0 * 0.5 * 4 * q_len   # 2(K-1)/K x 4 bytes, K = 2
         for feedback in (False, True):
-            p = qm.exchange("powersgd", "fp32", n, 2, qm.Link(0.0, 1e-9), psgd_rates(), cores=4,
+            p = qm.exchange("powersgd", "fp32", n, 2, qm.Link(0.0, 1e-9), rates, cores=4,
                             matrices=[(1000, 600), (10, 10)], rank=r, feedback=feedback)
-            before = kern(600000) + c(5100) + (c(n) if feedback else 0.0)          # P = M Q; the rest in
-            middle = c(p_len) + c(5100) + kern(1000 * 100) + kern(600000)         # ring 1's 1/K; rest out;
-            after = c(q_len) + kern(600000) + c(q_len) + (c(600000) if feedback else 0.0)  # orthonormalize, Q
+            before = kern["project"] + c(5100) + (c(n) if feedback else 0.0)         # P = M Q; the rest in
+            middle = c(p_len) + c(5100) + orth + kern["back"]                        # ring 1's 1/K; rest out;
+            after = c(q_len) + kern["expand"] + c(q_len) + (c(600000) if feedback else 0.0)  # orthonormalize, Q
             inside = 0.5 * c(p_len) + 0.5 * c(q_len)                               # the rings' additions
             self.assertEqual(p.wire_bytes, ring_p + ring_q)
             self.assertAlmostEqual(p.before, before, places=15)
@@ -293,15 +297,6 @@ class Steps(unittest.TestCase):
         self.assertAlmostEqual(total, cpu, places=12)
 
 
-def psgd_rates(cols=100):
-    """stub_rates, and PowerSGD's kernels at r = 4 at 2 GB/s of M, measured on a matrix of `cols` columns."""
-    r = stub_rates()
-    for k in ("project", "orthonormalize", "back", "expand"):
-        r.bps["powersgd_%s/r4" % k] = {0: 2e9}
-    r.matrix_cols = cols
-    return r
-
-
 class Replay(unittest.TestCase):
     """The model of a replayed step: the Bucketer's plan of a description's
     tensors, compute that sleeps (a GPU's) or spins, replay's gradient writes."""
@@ -375,7 +370,11 @@ class Replay(unittest.TestCase):
         self.assertAlmostEqual(fed["copies_s"], 2.0 * copy, places=15)
         # Before the push: s += g, the copy in, PowerSGD's copy of what it sends, its projection.
         self.assertAlmostEqual(fed["hooks_s"] - plain["hooks_s"], 1.5 * copy + copy + copy, places=15)
-        self.assertGreater(t1, t0)
+        # The hooks, from the bucket's readiness halfway through backward, end before the GPU's
+        # backward does, so only the work after the wait lengthens the step: PowerSGD's copy of the
+        # matrices as sent, the copy out, s -= sent and g *= c.
+        self.assertLess(fed["hooks_s"], 0.5 * self.COMPUTE.backward)
+        self.assertAlmostEqual(t1 - t0, copy + copy + 2.5 * copy, places=12)
 
     def test_hooks_delay_compute_on_the_cores_but_not_a_gpus(self):
         # Encoding 2^20 elements at 4 GB/s takes 1.049 ms in the hook: on the cores backward is that
@@ -757,7 +756,8 @@ class Command(unittest.TestCase):
         # results report's table gains PowerSGD's speedups.
         import shutil
         _, before = self.run_json("replay", self.REPLAY)
-        tables = qsgd_tables_module()
+        tables = qsgd_report_module().load_script(os.path.join(REPO, "benchmarks", "report", "qsgd-tables"),
+                                                  "qsgd_tables")
         self.assertNotIn("PowerSGD", tables.table_replay_models_model(self.REPLAY).splitlines()[0])
         with tempfile.TemporaryDirectory() as tmp:
             folder = os.path.join(tmp, "replay-models")
