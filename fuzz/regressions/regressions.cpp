@@ -294,12 +294,13 @@ std::vector<std::uint8_t> trace_hdf5_continuation_alloc() {
 // Debian 12's HDF5 1.10.8 crashes (SIGSEGV, memcpy from address 0x4 under
 // H5Dread, H5D__contig_read, H5VM_memcpyvv) reading a dataset whose layout
 // message says "compact, 0 bytes of data" while its dataspace holds
-// elements: it copies from the empty compact buffer. TraceWriter::load
-// (trace.cpp:336, read_dataset) cannot guard against it; qsgd-train --resume
-// on such a trace dies instead of naming the file. Found by the raw trace
-// harness; here /steps/epoch's layout message (0x08, version 3: class u8,
-// for compact a u16 size) rewritten to compact with size 0. Third-party and
-// open.
+// elements: it copies from the empty compact buffer. Found by the raw trace
+// harness, when TraceWriter::load read such a dataset and qsgd-train
+// --resume died instead of naming the file; here /steps/epoch's layout
+// message (0x08, version 3: class u8, for compact a u16 size) rewritten to
+// compact with size 0. HDF5's bug stays; the reader keeps away from it:
+// before H5Dread, check_structure (train/src/trace.cpp) refuses a compact
+// dataset whose storage does not hold what its dataspace claims.
 std::vector<std::uint8_t> trace_hdf5_compact_segv() {
   return patched_trace("/steps/epoch", 0x08, [](std::vector<std::uint8_t>& file, std::size_t data) {
     file[data] = 3;      // version

@@ -32,26 +32,15 @@ with h5py.File(sys.argv[1], "r+") as f:
     del f["steps/step"]
     f["steps"].create_dataset("step", shape=(2**40,), dtype="i8", chunks=(4096,), maxshape=(None,))
 PY
-peaks=$(/usr/bin/python3 - "$mpirun" "$train" "$dir" "${TINY[@]}" <<'PY'
-import resource, struct, subprocess, sys
-mpirun, train, d, tiny = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+forge="$(dirname "$0")/forge_trace.py"
+peaks=$(/usr/bin/python3 - "$mpirun" "$train" "$dir" "$(dirname "$forge")" "${TINY[@]}" <<'PY'
+import resource, subprocess, sys
+mpirun, train, d, forge_dir, tiny = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 def peak(args):
     p = subprocess.run([mpirun, "-np", "1", train] + tiny + args, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-def seal(path):  # the checksum block of docs/traces.md, written from its description
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    data = bytearray(open(path, "rb").read())
-    crc = 0xFFFFFFFF
-    for b in data[512:]:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    block = b"QSGD-TRACE-CRC32" + struct.pack("<QI", len(data), crc ^ 0xFFFFFFFF)
-    data[:512] = block + bytes(512 - len(block))
-    open(path, "wb").write(data)
+sys.path.insert(0, forge_dir)
+from forge_trace import seal  # the checksum block of docs/traces.md, written from its description
 resume = ["--max-steps", "4", "--trace", d + "/r.h5", "--checkpoint", d + "/ckpt", "--resume"]
 rc0, _, base = peak(["--max-steps", "4", "--trace", d + "/base.h5"])
 rc1, out1, _ = peak(resume)
@@ -72,4 +61,16 @@ read -r rc0 rc1 sum rc base_mb forged_mb msg <<< "$peaks"
 [ "$msg" = limit ] || fail "resume of the forged trace did not name the reader's limit"
 [ $((forged_mb - base_mb)) -lt 100 ] || fail "resume of the forged trace peaked at $forged_mb MB (baseline $base_mb MB)"
 echo "forged 2^40-row trace rejected; peak $forged_mb MB, baseline run $base_mb MB"
+# Forged traces (valid checksum blocks) whose datasets are not what the
+# writer stores: --resume names the dataset and exits 1 before HDF5 reads
+# its data. /steps/epoch as floats; /steps/epoch compact with a layout that
+# says 0 bytes for its elements, on which HDF5 1.10.8's H5Dread crashes.
+"$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 4 --trace "$dir/f.h5" --checkpoint "$dir/ckpt2" \
+  --checkpoint-every 2 > /dev/null 2>&1 || fail "tiny run with checkpoints failed"
+for edit in float-epoch:"is not of the type the writer stores" empty-compact:"keeps 0 bytes for"; do
+  cp "$dir/f.h5" "$dir/g.h5"
+  /usr/bin/python3 "$forge" "${edit%%:*}" "$dir/g.h5" || fail "could not forge the trace (${edit%%:*})"
+  expect 1 "g.h5: dataset /steps/epoch ${edit#*:}" "$mpirun" -np 1 "$train" "${TINY[@]}" --max-steps 4 \
+    --trace "$dir/g.h5" --checkpoint "$dir/ckpt2" --resume
+done
 echo "ok"

@@ -84,15 +84,45 @@ void write_dataset(hid_t group, const std::string& name, const std::vector<T>& d
   write_string_attr(dset.id, "description", description);
 }
 
+// What a dataset of untrusted structure must be before HDF5 reads its data:
+// of the type class the writer gave it (an integer or a float, at most 8
+// bytes), and, where its layout is compact (data kept in the object header,
+// which the writer never uses), holding the bytes its dataspace claims:
+// HDF5 1.10.8's H5Dread copies a compact dataset's buffer without checking
+// its size, and a header that says 0 bytes for a dataspace of elements
+// crashes it (fuzz/regressions: trace-hdf5-compact-segv).
+// `what` names the dataset and its file.
 template <class T>
-std::vector<T> read_dataset(hid_t group, const std::string& name, hsize_t expect) {
-  Handle dset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "dataset " + name + " missing");
-  Handle space(H5Dget_space(dset.id), H5Sclose, "dataspace of " + name);
+void check_structure(hid_t dset, const std::string& what, hsize_t count) {
+  Handle type(H5Dget_type(dset), H5Tclose, "datatype of " + what);
+  const std::size_t size = H5Tget_size(type.id);
+  if (H5Tget_class(type.id) != H5Tget_class(native_type<T>()) || size == 0 || size > 8)
+    fail(what + " is not of the type the writer stores (" + std::to_string(sizeof(T)) + "-byte " +
+         (H5Tget_class(native_type<T>()) == H5T_FLOAT ? "floats" : "integers") + ")");
+  Handle dcpl(H5Dget_create_plist(dset), H5Pclose, "creation properties of " + what);
+  if (H5Pget_layout(dcpl.id) == H5D_COMPACT && H5Dget_storage_size(dset) != count * size)
+    fail(what + " keeps " + std::to_string(H5Dget_storage_size(dset)) + " bytes for " + std::to_string(count) +
+         " elements of " + std::to_string(size) + " bytes");
+}
+
+// "PATH: dataset /GROUP/NAME", for messages.
+std::string dataset_in(hid_t group, const std::string& name, const std::string& path) {
+  char group_name[256] = {};
+  if (H5Iget_name(group, group_name, sizeof group_name) < 0) group_name[0] = 0;
+  return path + ": dataset " + group_name + (std::string(group_name) == "/" ? "" : "/") + name;
+}
+
+template <class T>
+std::vector<T> read_dataset(hid_t group, const std::string& name, hsize_t expect, const std::string& path) {
+  const std::string what = dataset_in(group, name, path);
+  Handle dset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, what + " is missing");
+  Handle space(H5Dget_space(dset.id), H5Sclose, "dataspace of " + what);
   const hssize_t count = H5Sget_simple_extent_npoints(space.id);
-  if (count < 0 || static_cast<hsize_t>(count) != expect) fail("dataset " + name + " has an unexpected size");
+  if (count < 0 || static_cast<hsize_t>(count) != expect) fail(what + " has an unexpected size");
+  check_structure<T>(dset.id, what, expect);
   std::vector<T> out(expect);
   if (expect > 0 && H5Dread(dset.id, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-    fail("reading dataset " + name);
+    fail("reading " + what);
   return out;
 }
 
@@ -928,7 +958,7 @@ void TraceWriter::write_file(const std::string& tmp) const {
 void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned long long cols,
                                unsigned long long file_bytes) {
   Handle g(H5Gopen2(file, "buckets", H5P_DEFAULT), H5Gclose, path_ + " has no /buckets group");
-  const auto counts = read_dataset<std::int32_t>(g.id, "count", rows * cols);
+  const auto counts = read_dataset<std::int32_t>(g.id, "count", rows * cols, path_);
   int nb = 0;
   for (std::int32_t c : counts) {
     if (c < 0) fail(path_ + ": /buckets/count holds a negative bucket count (" + std::to_string(c) + ")");
@@ -938,9 +968,9 @@ void TraceWriter::load_buckets(long long file, unsigned long long rows, unsigned
   if (3 * 8 * total > file_bytes)
     fail(path_ + ": /buckets claims " + std::to_string(total) + " times per table, more than its " +
          std::to_string(file_bytes) + " bytes can hold");
-  const auto st = read_dataset<double>(g.id, "start", total);
-  const auto po = read_dataset<double>(g.id, "posted", total);
-  const auto dn = read_dataset<double>(g.id, "done", total);
+  const auto st = read_dataset<double>(g.id, "start", total, path_);
+  const auto po = read_dataset<double>(g.id, "posted", total, path_);
+  const auto dn = read_dataset<double>(g.id, "done", total, path_);
   for (hsize_t i = 0; i < rows; ++i)
     for (hsize_t r = 0; r < cols; ++r) {
       StepRecord& rec = steps_[i][r];
@@ -958,11 +988,11 @@ void TraceWriter::load_evals(long long file, unsigned long long file_bytes) {
   Handle g(H5Gopen2(file, "evals", H5P_DEFAULT), H5Gclose, path_ + " has no /evals group");
   const hsize_t n = extent_of(g.id, "step", max_trace_rows, path_);
   within_file(n, 8 + 4 + 3 * 8, file_bytes, "/evals", path_);
-  const auto step = read_dataset<std::int64_t>(g.id, "step", n);
-  const auto epoch = read_dataset<std::int32_t>(g.id, "epoch", n);
-  const auto tt = read_dataset<double>(g.id, "train_time", n);
-  const auto loss = read_dataset<double>(g.id, "test_loss", n);
-  const auto acc = read_dataset<double>(g.id, "test_accuracy", n);
+  const auto step = read_dataset<std::int64_t>(g.id, "step", n, path_);
+  const auto epoch = read_dataset<std::int32_t>(g.id, "epoch", n, path_);
+  const auto tt = read_dataset<double>(g.id, "train_time", n, path_);
+  const auto loss = read_dataset<double>(g.id, "test_loss", n, path_);
+  const auto acc = read_dataset<double>(g.id, "test_accuracy", n, path_);
   evals_.resize(n);
   for (hsize_t i = 0; i < n; ++i) evals_[i] = EvalRecord{step[i], epoch[i], tt[i], loss[i], acc[i]};
 }
@@ -1032,8 +1062,8 @@ void TraceWriter::load(Check check) {
   // What a row occupies in the file at least: per rank its step fields and
   // wire bytes (8 bytes each) and its bucket count; the step and epoch.
   within_file(rows, cols * ((std::size(step_fields) + 1) * 8 + 4) + 12, file_bytes, "/steps", path_);
-  const auto ids = read_dataset<std::int64_t>(steps.id, "step", rows);
-  const auto eps = read_dataset<std::int32_t>(steps.id, "epoch", rows);
+  const auto ids = read_dataset<std::int64_t>(steps.id, "step", rows, path_);
+  const auto eps = read_dataset<std::int32_t>(steps.id, "epoch", rows, path_);
   steps_.assign(rows, std::vector<StepRecord>(cols));
   for (hsize_t r = 0; r < rows; ++r)
     for (hsize_t c = 0; c < cols; ++c) {
@@ -1046,11 +1076,11 @@ void TraceWriter::load(Check check) {
         for (auto& rec : row) rec.*(f.member) = std::numeric_limits<double>::quiet_NaN();
       continue;
     }
-    const auto v = read_dataset<double>(steps.id, f.name, rows * cols);
+    const auto v = read_dataset<double>(steps.id, f.name, rows * cols, path_);
     for (hsize_t r = 0; r < rows; ++r)
       for (hsize_t c = 0; c < cols; ++c) steps_[r][c].*(f.member) = v[r * cols + c];
   }
-  const auto wire = read_dataset<std::uint64_t>(steps.id, "wire_bytes", rows * cols);
+  const auto wire = read_dataset<std::uint64_t>(steps.id, "wire_bytes", rows * cols, path_);
   for (hsize_t r = 0; r < rows; ++r)
     for (hsize_t c = 0; c < cols; ++c) steps_[r][c].wire_bytes = wire[r * cols + c];
   load_buckets(file.id, rows, cols, file_bytes);
@@ -1058,12 +1088,12 @@ void TraceWriter::load(Check check) {
   Handle epochs(H5Gopen2(file.id, "epochs", H5P_DEFAULT), H5Gclose, path_ + " has no /epochs group");
   const hsize_t ne = extent_of(epochs.id, "epoch", max_trace_rows, path_);
   within_file(ne, 4 + 8 + 4 * 8, file_bytes, "/epochs", path_);
-  const auto ep = read_dataset<std::int32_t>(epochs.id, "epoch", ne);
-  const auto ns = read_dataset<std::int64_t>(epochs.id, "steps", ne);
-  const auto et = read_dataset<double>(epochs.id, "epoch_time", ne);
-  const auto trl = read_dataset<double>(epochs.id, "train_loss", ne);
-  const auto tel = read_dataset<double>(epochs.id, "test_loss", ne);
-  const auto acc = read_dataset<double>(epochs.id, "test_accuracy", ne);
+  const auto ep = read_dataset<std::int32_t>(epochs.id, "epoch", ne, path_);
+  const auto ns = read_dataset<std::int64_t>(epochs.id, "steps", ne, path_);
+  const auto et = read_dataset<double>(epochs.id, "epoch_time", ne, path_);
+  const auto trl = read_dataset<double>(epochs.id, "train_loss", ne, path_);
+  const auto tel = read_dataset<double>(epochs.id, "test_loss", ne, path_);
+  const auto acc = read_dataset<double>(epochs.id, "test_accuracy", ne, path_);
   epochs_.resize(ne);
   for (hsize_t i = 0; i < ne; ++i) epochs_[i] = EpochRecord{ep[i], et[i], trl[i], tel[i], acc[i], ns[i]};
   load_attempts(file.id, file_bytes);
