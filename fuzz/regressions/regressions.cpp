@@ -141,7 +141,7 @@ void int_attribute(hid_t file, const char* name, long long v) {
   H5Sclose(space);
 }
 
-// TraceWriter::load (benchmarks/trace/trace.cpp:330-337, 283-286) bounds what it
+// TraceWriter::load (train/src/trace.cpp: extent_of, then its reads) bounds what it
 // allocates by its own limits (2^24 rows, 2^22 step records), not by the
 // file: a 16 KB trace whose chunked, unwritten datasets claim 2^21 steps of
 // 2 ranks, each with 32 buckets (the bucket counts' fill value), is accepted
@@ -182,11 +182,11 @@ std::vector<std::uint8_t> trace_claimed_steps() {
   return file;
 }
 
-// TraceWriter::load_buckets (benchmarks/trace/trace.cpp:278-290) accepts a negative
+// TraceWriter::load_buckets (train/src/trace.cpp) accepts a negative
 // bucket count, and TraceWriter::flush then casts it to an unsigned size
-// (write_buckets, trace.cpp:165): the bucket tables' length overflows and
+// (write_buckets): the bucket tables' length overflows and
 // flush throws std::length_error ("cannot create std::vector larger than
-// max_size()", trace.cpp:178), a std::logic_error, not the reader's
+// max_size()"), a std::logic_error, not the reader's
 // runtime_error naming the file, and only at the first flush after resuming.
 // Found by the structure-aware trace harness in a 15 s CI run; here a recipe
 // of 3 steps of 2 ranks with 2 buckets each, every dataset as the writer
@@ -263,7 +263,7 @@ std::vector<std::uint8_t> patched_trace(const char* object, std::uint16_t type, 
 // Debian 12's HDF5 1.10.8 leaks from its metadata cache when an object
 // header fails to load (H5O_protect): 56 bytes inside H5Fopen (under
 // H5G_mkroot) when a header continuation points past the end of the file;
-// H5Fopen fails, and the reader (trace.cpp:313) has no handle to release.
+// H5Fopen fails, and the reader (TraceWriter::load) has no handle to release.
 // Found by the trace harness (LeakSanitizer) on a mutated TraceWriter file,
 // and later under H5Dopen2; here the continuation message of
 // /steps/comm_hidden's header aimed at twice the file's size. Third-party
@@ -277,7 +277,7 @@ std::vector<std::uint8_t> trace_hdf5_open_leak() {
 
 // Debian 12's HDF5 1.10.8 allocates what an object header's continuation
 // message says the next header chunk holds before checking it against the
-// file: when TraceWriter::load opens the dataset (H5Dopen2, trace.cpp:75),
+// file: when TraceWriter::load opens the dataset (H5Dopen2 in read_dataset),
 // a length of a few GiB is an out-of-memory under H5C_protect, from a 22 KB
 // file, and 2^41 makes ASan refuse a 2 TiB allocation. Found by the raw
 // trace harness (several crashes and out-of-memory inputs under
@@ -314,7 +314,7 @@ std::vector<std::uint8_t> trace_hdf5_compact_segv() {
 // dataspace size field says more than the message holds (a memcpy out of
 // bounds under H5O__attr_open_by_name's message iteration; the input the
 // harness found overran into a SIGSEGV): TraceWriter::load's
-// H5Aopen(file, "ranks") (trace.cpp:316) dies on it. Found by the raw trace
+// H5Aopen(file, "ranks") dies on it. Found by the raw trace
 // harness as one byte changed in a written trace (the high byte of that
 // field); here the first attribute message of the root group (version 1:
 // version, reserved, name size u16, datatype size u16, dataspace size u16,

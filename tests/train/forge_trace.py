@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Forged traces for the tests of qsgd-train's trace reader (bad_input.sh):
 files edited with h5py and sealed again with a valid checksum block, as
 someone forging a trace would, so that they reach the reader behind the

@@ -95,14 +95,20 @@ void write_dataset(hid_t group, const std::string& name, const std::vector<T>& d
 template <class T>
 void check_structure(hid_t dset, const std::string& what, hsize_t count) {
   Handle type(H5Dget_type(dset), H5Tclose, "datatype of " + what);
+  const hid_t want = native_type<T>();
+  const H5T_class_t cls = H5Tget_class(want);
   const std::size_t size = H5Tget_size(type.id);
-  if (H5Tget_class(type.id) != H5Tget_class(native_type<T>()) || size == 0 || size > 8)
+  if (H5Tget_class(type.id) != cls || size != sizeof(T) ||
+      (cls == H5T_INTEGER && H5Tget_sign(type.id) != H5Tget_sign(want)))
     fail(what + " is not of the type the writer stores (" + std::to_string(sizeof(T)) + "-byte " +
-         (H5Tget_class(native_type<T>()) == H5T_FLOAT ? "floats" : "integers") + ")");
+         (cls == H5T_FLOAT ? "floats" : H5Tget_sign(want) == H5T_SGN_NONE ? "unsigned integers" : "integers") + ")");
   Handle dcpl(H5Dget_create_plist(dset), H5Pclose, "creation properties of " + what);
-  if (H5Pget_layout(dcpl.id) == H5D_COMPACT && H5Dget_storage_size(dset) != count * size)
-    fail(what + " keeps " + std::to_string(H5Dget_storage_size(dset)) + " bytes for " + std::to_string(count) +
-         " elements of " + std::to_string(size) + " bytes");
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id);
+  if (layout == H5D_LAYOUT_ERROR) fail("cannot read the layout of " + what);
+  const hsize_t stored = layout == H5D_COMPACT ? H5Dget_storage_size(dset) : 0;
+  if (layout == H5D_COMPACT && stored != count * size)
+    fail(what + " keeps " + std::to_string(stored) + " bytes for " + std::to_string(count) + " elements of " +
+         std::to_string(size) + " bytes");
 }
 
 // "PATH: dataset /GROUP/NAME", for messages.
@@ -129,13 +135,13 @@ std::vector<T> read_dataset(hid_t group, const std::string& name, hsize_t expect
 // Element count of a dataset of untrusted size, checked against `limit`
 // before anything is sized from it.
 hsize_t extent_of(hid_t group, const std::string& name, hsize_t limit, const std::string& path) {
-  Handle dset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "dataset " + name + " missing in " + path);
-  Handle space(H5Dget_space(dset.id), H5Sclose, "dataspace of " + name + " in " + path);
+  const std::string what = dataset_in(group, name, path);
+  Handle dset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, what + " is missing");
+  Handle space(H5Dget_space(dset.id), H5Sclose, "dataspace of " + what);
   const hssize_t count = H5Sget_simple_extent_npoints(space.id);
-  if (count < 0) fail("cannot read the dataspace of " + name + " in " + path);
+  if (count < 0) fail("cannot read the dataspace of " + what);
   if (static_cast<hsize_t>(count) > limit)
-    fail(path + ": dataset " + name + " has " + std::to_string(count) + " rows, more than the reader's limit of " +
-         std::to_string(limit));
+    fail(what + " has " + std::to_string(count) + " rows, more than the reader's limit of " + std::to_string(limit));
   return static_cast<hsize_t>(count);
 }
 
