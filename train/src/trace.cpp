@@ -85,8 +85,8 @@ void write_dataset(hid_t group, const std::string& name, const std::vector<T>& d
 }
 
 // What a dataset of untrusted structure must be before HDF5 reads its data:
-// of the type class the writer gave it (an integer or a float, at most 8
-// bytes), and, where its layout is compact (data kept in the object header,
+// of the type the writer gave it (class, element size and, for integers,
+// sign), and, where its layout is compact (data kept in the object header,
 // which the writer never uses), holding the bytes its dataspace claims:
 // HDF5 1.10.8's H5Dread copies a compact dataset's buffer without checking
 // its size, and a header that says 0 bytes for a dataspace of elements
@@ -105,8 +105,9 @@ void check_structure(hid_t dset, const std::string& what, hsize_t count) {
   Handle dcpl(H5Dget_create_plist(dset), H5Pclose, "creation properties of " + what);
   const H5D_layout_t layout = H5Pget_layout(dcpl.id);
   if (layout == H5D_LAYOUT_ERROR) fail("cannot read the layout of " + what);
-  const hsize_t stored = layout == H5D_COMPACT ? H5Dget_storage_size(dset) : 0;
-  if (layout == H5D_COMPACT && stored != count * size)
+  if (layout != H5D_COMPACT) return;
+  const hsize_t stored = H5Dget_storage_size(dset);
+  if (stored != count * size)
     fail(what + " keeps " + std::to_string(stored) + " bytes for " + std::to_string(count) + " elements of " +
          std::to_string(size) + " bytes");
 }
